@@ -1,0 +1,192 @@
+"""Leoflow's one settings model.
+
+Every setting comes from a file (``--config``), from the environment as
+``LEOFLOW_<NAME>``, or from its default, in that order of precedence reversed:
+environment beats file beats default.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+PASSTHROUGH_FIELDS = (
+    "tolerations",
+    "node_selector",
+    "service_account",
+    "priority_class_name",
+    "affinity",
+    "topology_spread_constraints",
+    "ephemeral_storage",
+    "termination_grace_period_seconds",
+    "resource_claims",
+)
+
+
+class SettingsError(Exception):
+    """A setting is missing or malformed; the message names it."""
+
+
+class TaskPodSecurity(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_as_non_root: bool = True
+    read_only_root_filesystem: bool = False
+    fs_group: int = 65532
+
+
+class LeaderElection(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lease_name: str = "leoflow-scheduler"
+    lease_duration: float = Field(15.0, gt=0)
+    renew_deadline: float = Field(10.0, gt=0)
+    retry_period: float = Field(2.0, gt=0)
+
+
+def _default_home() -> Path:
+    return Path(os.path.expanduser("~")) / ".leoflow"
+
+
+class _YamlFileSource(PydanticBaseSettingsSource):
+    """Reads the ``--config`` file; keys are the settings' field names."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self._data: dict[str, Any] = {}
+        if path is not None:
+            try:
+                loaded = yaml.safe_load(path.read_text()) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise SettingsError(f"{path}: cannot read settings file: {exc}") from exc
+            if not isinstance(loaded, dict):
+                raise SettingsError(f"{path}: expected a mapping of setting names to values")
+            self._data = loaded
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class Settings(BaseSettings):
+    """All of Leoflow's configuration, validated once at start."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LEOFLOW_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    # --- common
+    home: Path = Field(default_factory=_default_home)
+    database_url: str | None = None
+    dags_folder: Path | None = None
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "INFO"
+
+    # --- admission
+    parallelism: int = Field(32, gt=0)
+    default_pool_slots: int = Field(128, gt=0)
+    pools: dict[str, int] = Field(default_factory=dict)
+
+    # --- scheduler
+    executor: Literal["subprocess", "agent", "kubernetes"] = "agent"
+    scheduler_poll_interval: float = Field(1.0, gt=0)
+    heartbeat_interval: float = Field(5.0, gt=0)
+    heartbeat_timeout: float = Field(60.0, gt=0)
+    catchup: bool = False
+
+    # --- agent endpoint
+    agent_listen: str = "127.0.0.1:0"
+    agent_endpoint: str | None = None
+    token_signing_key: str | None = None
+    ticket_ttl: float = Field(600.0, gt=0)
+    secrets_dir: Path | None = None
+
+    # --- http api
+    api_listen: str = "127.0.0.1:8080"
+    api_tokens_file: Path | None = None
+    metrics_listen: str | None = None
+
+    # --- kubernetes
+    task_namespace: str = "default"
+    release_namespace: str = "leoflow-system"
+    task_image: str = "ghcr.io/leoflow/leoflow:0.1.0"
+    image_pull_secrets: tuple[str, ...] = ()
+    task_pod_security: TaskPodSecurity = Field(default_factory=TaskPodSecurity)
+    task_pod_passthrough: frozenset[str] = frozenset()
+    kube_qps: float = Field(20.0, gt=0)
+    kube_burst: int = Field(40, gt=0)
+    pod_gc_age: float = Field(300.0, ge=0)
+    pod_lost_grace: float = Field(30.0, ge=0)
+    pod_pending_timeout: float = Field(600.0, gt=0)
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+    identity: str | None = None
+
+    @field_validator("task_pod_passthrough", mode="before")
+    @classmethod
+    def _split_passthrough(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        unknown = sorted(set(value) - set(PASSTHROUGH_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"unknown field(s) {unknown}; allowed: {', '.join(PASSTHROUGH_FIELDS)}"
+            )
+        return frozenset(value)
+
+    @field_validator("image_pull_secrets", mode="before")
+    @classmethod
+    def _split_secrets(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.home / 'leoflow.db'}"
+
+    @property
+    def resolved_secrets_dir(self) -> Path:
+        return self.secrets_dir if self.secrets_dir is not None else self.home / "secrets"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings; raise SettingsError naming the setting that is wrong."""
+
+    class _Settings(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, _YamlFileSource(settings_cls, config_file))
+
+    try:
+        return _Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "settings"
+            env = "LEOFLOW_" + name.upper().replace(".", "__")
+            problems.append(f"setting {name!r} (env {env}): {err['msg']}")
+        source = f" (file {config_file})" if config_file else ""
+        raise SettingsError("invalid settings" + source + ":\n  " + "\n  ".join(problems)) from exc
