@@ -1,0 +1,200 @@
+"""The DAG spec: what a ``leoflow.yaml`` file may say, as pydantic models.
+
+Field names are a contract with DAG authors; unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+
+from leoflow.domain.cron import CronError, CronSchedule
+from leoflow.domain.durations import parse_duration
+
+DAG_ID_PATTERN = r"^[a-z0-9_-]{1,200}$"
+TASK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
+SECRET_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\d+)?$")
+
+DEFAULT_POOL = "default_pool"
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    PlainSerializer(lambda v: v, return_type=float),
+]
+
+
+def _quantity(value: object) -> str:
+    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not _QUANTITY.match(text):
+        raise ValueError(
+            f"expected a Kubernetes quantity such as 500m, 2, 1Gi or 512Mi, got {value!r}"
+        )
+    return text
+
+
+Quantity = Annotated[str, BeforeValidator(_quantity)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResourceAmounts(_Strict):
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+    ephemeral_storage: Quantity | None = None
+
+
+class Resources(_Strict):
+    requests: ResourceAmounts = ResourceAmounts()
+    limits: ResourceAmounts = ResourceAmounts()
+
+
+class Toleration(_Strict):
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator Exists must not set a value")
+        return self
+
+
+class Execution(_Strict):
+    """Kubernetes placement and pod fields; each reaches the pod only if the operator allows it."""
+
+    node_selector: dict[str, str] | None = None
+    tolerations: list[Toleration] | None = None
+    service_account: str | None = None
+    priority_class_name: str | None = None
+    affinity: dict[str, Any] | None = None
+    topology_spread_constraints: list[dict[str, Any]] | None = None
+    termination_grace_period_seconds: int | None = Field(None, ge=0)
+    resource_claims: list[dict[str, Any]] | None = None
+
+    def declared(self) -> list[str]:
+        return [name for name in type(self).model_fields if getattr(self, name) is not None]
+
+
+class TaskFields(_Strict):
+    """Every field a task may set; ``defaults`` uses the same shape."""
+
+    command: list[str] | str | None = None
+    image: str | None = None
+    env: dict[str, str] | None = None
+    depends_on: list[str] | None = None
+    retries: int | None = Field(None, ge=0, le=100)
+    retry_delay: Duration | None = None
+    timeout: Duration | None = None
+    pool: str | None = None
+    pool_slots: int | None = Field(None, ge=1)
+    priority: int | None = None
+    secrets: list[Annotated[str, Field(pattern=SECRET_NAME_PATTERN)]] | None = None
+    resources: Resources | None = None
+    execution: Execution | None = None
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if value is not None and (not value or (isinstance(value, str) and not value.strip())):
+            raise ValueError("expected a non-empty argv list or shell string")
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_names(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str) or not _ENV_NAME.match(key):
+                    raise ValueError(f"environment variable name {key!r} is not valid")
+            return {k: v if isinstance(v, str) else _scalar_to_str(v) for k, v in value.items()}
+        return value
+
+
+def _scalar_to_str(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+class TaskSpec(_Strict):
+    """A task after defaults are applied: what the scheduler and executors read."""
+
+    task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
+    command: list[str] | str
+    image: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    depends_on: tuple[str, ...] = ()
+    retries: int = Field(0, ge=0, le=100)
+    retry_delay: Duration = 0.0
+    timeout: Duration | None = None
+    pool: str = DEFAULT_POOL
+    pool_slots: int = Field(1, ge=1)
+    priority: int = 0
+    secrets: tuple[str, ...] = ()
+    resources: Resources = Resources()
+    execution: Execution = Execution()
+
+    @property
+    def max_tries(self) -> int:
+        return self.retries + 1
+
+    def argv(self) -> list[str]:
+        if isinstance(self.command, str):
+            return ["/bin/sh", "-c", self.command]
+        return list(self.command)
+
+
+class DagSpec(_Strict):
+    dag_id: Annotated[str, Field(pattern=DAG_ID_PATTERN)]
+    description: str | None = None
+    schedule: str | None = None
+    timezone: str = "UTC"
+    start_date: datetime | None = None
+    catchup: bool = False
+    max_active_runs: int = Field(1, ge=1)
+    max_active_tasks: int = Field(16, ge=1)
+    tags: tuple[str, ...] = ()
+    tasks: dict[str, TaskSpec]
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> DagSpec:
+        if self.schedule is not None:
+            try:
+                CronSchedule.parse(self.schedule, self.timezone)
+            except CronError as exc:
+                raise ValueError(f"schedule {self.schedule!r}: {exc}") from exc
+        return self
+
+    def cron(self) -> CronSchedule | None:
+        return CronSchedule.parse(self.schedule, self.timezone) if self.schedule else None
+
+    def downstream(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {task_id: [] for task_id in self.tasks}
+        for task in self.tasks.values():
+            for upstream in task.depends_on:
+                out[upstream].append(task.task_id)
+        return out
+
+    def pools(self) -> set[str]:
+        return {task.pool for task in self.tasks.values()}
