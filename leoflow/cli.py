@@ -1,0 +1,303 @@
+"""The ``leoflow`` command.
+
+Each subcommand imports only what it needs: ``leoflow run`` never pays for
+kubernetes_asyncio or FastAPI, and ``leoflow agent`` imports almost nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
+    from leoflow.settings import SettingsError, load_settings
+
+    try:
+        return load_settings(getattr(args, "config", None), **overrides)
+    except SettingsError as exc:
+        print(f"leoflow: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from exc
+
+
+def _asyncio_run(coro: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency off Windows
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _configure_logging(level: str = "WARNING", fmt: str = "text") -> None:
+    import logging
+
+    if fmt == "json":
+        from leoflow.logs import JsonFormatter
+
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+        logging.basicConfig(level=level, handlers=[handler])
+    else:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+# ----------------------------------------------------------------- dags validate
+
+
+def cmd_dags_validate(args: argparse.Namespace) -> int:
+    from leoflow.domain.loader import LoadOptions, load_dag_folder
+
+    passthrough = None
+    if args.passthrough is not None:
+        passthrough = {p.strip() for p in args.passthrough.split(",") if p.strip()}
+    pools = None if args.pools is None else {p.strip() for p in args.pools.split(",") if p.strip()}
+    result = load_dag_folder(
+        Path(args.path), LoadOptions(known_pools=pools, passthrough=passthrough)
+    )
+    for error in result.errors:
+        print(error, file=sys.stderr)
+    for dag_id, loaded in sorted(result.dags.items()):
+        print(f"ok  {dag_id}  ({len(loaded.spec.tasks)} tasks)  {loaded.path}")
+    if result.errors:
+        problems = sum(len(e.problems) for e in result.errors)
+        print(
+            f"{len(result.errors)} file(s) with {problems} problem(s); "
+            f"{len(result.dags)} DAG(s) valid",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if not result.dags:
+        print(f"no DAG files (*.yaml, *.yml) under {args.path}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from leoflow.domain.loader import DagFileError, LoadOptions
+    from leoflow.lite import resolve_target
+
+    settings = _settings(args)
+    executor = args.executor or settings.executor
+    conf = json.loads(args.conf) if args.conf else None
+    options = LoadOptions(
+        passthrough=settings.task_pod_passthrough if executor == "kubernetes" else None
+    )
+    try:
+        loaded = resolve_target(args.target, Path(args.dags) if args.dags else None, options)
+    except DagFileError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_FAILED
+    except LookupError as exc:
+        print(f"leoflow: {exc.args[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    if executor == "kubernetes":
+        from leoflow.kube.run import run_on_kubernetes
+
+        return int(_asyncio_run(run_on_kubernetes(settings, loaded, conf=conf)))
+    return int(_asyncio_run(_run_lite(settings, loaded, executor, conf)))
+
+
+async def _run_lite(settings: Any, loaded: Any, executor: str, conf: Any) -> int:
+    from leoflow.console import Progress, final_table
+    from leoflow.domain.progress import topological_order
+    from leoflow.domain.states import RunState
+    from leoflow.lite import announce_ignored, run_dag
+
+    announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
+    progress = Progress()
+    row, runtime = await run_dag(
+        settings, loaded, executor_name=executor, conf=conf, watch=progress.attach
+    )
+    try:
+        await progress.stop()
+        tis = await runtime.store.list_task_instances(run_pk=row.pk)
+    finally:
+        await runtime.close()
+    print()
+    print(final_table(tis, topological_order(loaded.spec)))
+    print(f"\nrun {row.run_id} of {row.dag_id}: {row.state.value}")
+    return EXIT_OK if row.state is RunState.SUCCESS else EXIT_FAILED
+
+
+# ------------------------------------------------------------------------ lite
+
+
+def cmd_lite(args: argparse.Namespace) -> int:
+    from leoflow.lite import serve
+
+    settings = _settings(args)
+    _configure_logging("INFO" if args.verbose else "WARNING", settings.log_format)
+    folder = Path(args.dags or settings.dags_folder or "dags")
+    _asyncio_run(
+        serve(
+            settings, folder, executor_name=args.executor or settings.executor, api=not args.no_api
+        )
+    )
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------- db
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from leoflow.store import Store
+
+    settings = _settings(args)
+    settings.home.mkdir(parents=True, exist_ok=True)
+
+    async def upgrade() -> None:
+        store = await Store.open(settings.resolved_database_url, migrate=True)
+        await store.close()
+
+    _asyncio_run(upgrade())
+    print(f"database at head: {settings.resolved_database_url}")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------ logs
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    return int(_asyncio_run(_logs(settings, args)))
+
+
+async def _logs(settings: Any, args: argparse.Namespace) -> int:
+    from leoflow.domain.states import TASK_TERMINAL
+    from leoflow.store import Store
+
+    store = await Store.open(settings.resolved_database_url)
+    try:
+        run = await store.find_run(args.dag_id, args.run_id)
+        if run is None:
+            print(f"leoflow: no run {args.run_id!r} of DAG {args.dag_id!r}", file=sys.stderr)
+            return EXIT_FAILED
+        tis = [
+            t for t in await store.list_task_instances(run_pk=run.pk) if t.task_id == args.task_id
+        ]
+        if not tis:
+            print(f"leoflow: run {args.run_id} has no task {args.task_id!r}", file=sys.stderr)
+            return EXIT_FAILED
+        ti = tis[0]
+        try_number = args.try_number or ti.try_number
+        if try_number < 1:
+            print(
+                f"leoflow: task {args.task_id} has not run yet ({ti.state.value})", file=sys.stderr
+            )
+            return EXIT_FAILED
+        offset = 0
+        out = sys.stdout.buffer
+        while True:
+            data = await store.read_log(ti.pk, try_number, offset=offset)
+            if data:
+                out.write(data)
+                out.flush()
+                offset += len(data)
+            if not args.follow:
+                return EXIT_OK
+            current = await store.get_task_instance(ti.pk)
+            if (
+                current is None
+                or current.state in TASK_TERMINAL
+                or current.try_number != try_number
+            ):
+                data = await store.read_log(ti.pk, try_number, offset=offset)
+                out.write(data)
+                out.flush()
+                return EXIT_OK
+            await asyncio.sleep(0.5)
+    finally:
+        await store.close()
+
+
+# ----------------------------------------------------------------------- agent
+
+
+def cmd_agent(argv: Sequence[str]) -> int:
+    from leoflow.agent import main as agent_main
+
+    return int(agent_main(list(argv)))
+
+
+# -------------------------------------------------------------------- argparse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
+    )
+    parser.add_argument("--config", type=Path, help="settings file (YAML); LEOFLOW_* env wins")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dags = sub.add_parser("dags", help="work with DAG files").add_subparsers(
+        dest="dags_command", required=True, metavar="SUBCOMMAND"
+    )
+    validate = dags.add_parser("validate", help="check DAG files; exit 1 listing every problem")
+    validate.add_argument("path", help="a DAG file or a folder of them")
+    validate.add_argument(
+        "--passthrough", help="comma-separated execution fields the operator allows (Kubernetes)"
+    )
+    validate.add_argument("--pools", help="comma-separated pool names that exist")
+    validate.set_defaults(func=cmd_dags_validate)
+
+    run = sub.add_parser("run", help="run one DAG once, to completion, in this process")
+    run.add_argument("target", help="a DAG file, or a dag_id found in --dags")
+    run.add_argument("--dags", help="folder to look the dag_id up in (default ./dags)")
+    run.add_argument("--executor", choices=["agent", "subprocess", "kubernetes"])
+    run.add_argument("--conf", help="JSON object passed to the run")
+    run.set_defaults(func=cmd_run)
+
+    lite = sub.add_parser("lite", help="schedule a folder of DAGs on this host until stopped")
+    lite.add_argument("--dags", help="DAG folder (default: LEOFLOW_DAGS_FOLDER or ./dags)")
+    lite.add_argument("--executor", choices=["agent", "subprocess"])
+    lite.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
+    lite.add_argument("-v", "--verbose", action="store_true")
+    lite.set_defaults(func=cmd_lite)
+
+    db = sub.add_parser("db", help="database maintenance").add_subparsers(
+        dest="db_command", required=True, metavar="SUBCOMMAND"
+    )
+    db.add_parser("upgrade", help="apply schema migrations").set_defaults(func=cmd_db_upgrade)
+
+    logs = sub.add_parser("logs", help="print a task's output")
+    logs.add_argument("dag_id")
+    logs.add_argument("run_id")
+    logs.add_argument("task_id")
+    logs.add_argument("--try", dest="try_number", type=int, help="which try (default: the latest)")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the try ends"
+    )
+    logs.set_defaults(func=cmd_logs)
+
+    sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["agent"]:
+        return cmd_agent(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

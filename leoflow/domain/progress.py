@@ -1,0 +1,74 @@
+"""How a run moves forward: which tasks become ready, which are upstream_failed,
+and what a finished try turns into. Pure functions over states, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from leoflow.domain.dag import DagSpec
+from leoflow.domain.states import TaskState
+
+_OK_UPSTREAM = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
+_BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
+# A try that ended for one of these reasons is not retried: retrying cannot help.
+NOT_RETRYABLE = frozenset({"cancelled", "secret"})
+
+
+def topological_order(spec: DagSpec) -> tuple[str, ...]:
+    """Tasks with every upstream before its downstream; ties by task id."""
+    remaining = {task_id: set(task.depends_on) for task_id, task in spec.tasks.items()}
+    order: list[str] = []
+    while remaining:
+        ready = sorted(t for t, ups in remaining.items() if not ups)
+        if not ready:
+            raise ValueError(f"dependency cycle among {sorted(remaining)}")
+        for task_id in ready:
+            del remaining[task_id]
+            order.append(task_id)
+        for ups in remaining.values():
+            ups.difference_update(ready)
+    return tuple(order)
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    ready: tuple[str, ...]
+    upstream_failed: tuple[tuple[str, tuple[str, ...]], ...]  # task, the failed upstreams
+
+
+def evaluate(spec: DagSpec, order: tuple[str, ...], states: Mapping[str, TaskState]) -> Readiness:
+    """Tasks still in ``none`` whose upstreams all succeeded, and those that can never run.
+
+    Walks in topological order so an upstream_failed marking reaches every
+    task below a failure in one pass.
+    """
+    current = dict(states)
+    ready: list[str] = []
+    failed: list[tuple[str, tuple[str, ...]]] = []
+    for task_id in order:
+        if current[task_id] is not TaskState.NONE:
+            continue
+        upstreams = spec.tasks[task_id].depends_on
+        bad = tuple(u for u in upstreams if current[u] in _BAD_UPSTREAM)
+        if bad:
+            current[task_id] = TaskState.UPSTREAM_FAILED
+            failed.append((task_id, bad))
+        elif all(current[u] in _OK_UPSTREAM for u in upstreams):
+            ready.append(task_id)
+    return Readiness(tuple(ready), tuple(failed))
+
+
+def after_try(reason: str, try_number: int, max_tries: int) -> TaskState:
+    """The state a task instance takes when a try ends with ``reason``."""
+    if reason == "success":
+        return TaskState.SUCCESS
+    if reason in NOT_RETRYABLE or try_number >= max_tries:
+        return TaskState.FAILED
+    return TaskState.UP_FOR_RETRY
+
+
+def waiting_on(spec: DagSpec, task_id: str, states: Mapping[str, TaskState]) -> tuple[str, ...]:
+    """The upstreams a task in ``none`` still waits for."""
+    return tuple(u for u in spec.tasks[task_id].depends_on if states[u] not in _OK_UPSTREAM)

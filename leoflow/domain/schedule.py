@@ -1,0 +1,56 @@
+"""Which scheduled runs are due: cron fire times between the last run and now."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from leoflow.domain.cron import CronSchedule
+from leoflow.domain.dag import DagSpec
+
+MAX_CATCHUP_RUNS = 1000
+
+
+def due_runs(
+    spec: DagSpec, last_logical: float | None, now: float, first_seen: float
+) -> list[float]:
+    """Logical dates (UNIX seconds) of the runs to create now, oldest first.
+
+    Without ``catchup`` only the latest missed fire time runs — a scheduler
+    that was down for a week does not replay the week. With ``catchup`` every
+    fire time since ``start_date`` (or the last run) runs, up to a bound.
+    A DAG with no runs yet starts from ``start_date`` when catching up, else
+    from when the scheduler first saw it.
+    """
+    cron = spec.cron()
+    if cron is None:
+        return []
+    if last_logical is not None:
+        base = last_logical
+    elif spec.catchup and spec.start_date is not None:
+        start = spec.start_date
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=UTC)
+        base = start.timestamp() - 1
+    else:
+        base = first_seen
+    if not spec.catchup:
+        # Only the latest fire time matters; start close to now so a minutely
+        # cron after a long outage does not walk every missed minute.
+        recent = max(base, now - 86400)
+        first = cron.next_after(datetime.fromtimestamp(recent, UTC))
+        origin = recent if first is not None and first.timestamp() <= now else base
+        latest = _fires(cron, origin, now, limit=None)
+        return latest[-1:]
+    return _fires(cron, base, now, limit=MAX_CATCHUP_RUNS)
+
+
+def _fires(cron: CronSchedule, base: float, now: float, limit: int | None) -> list[float]:
+    fires: list[float] = []
+    moment = datetime.fromtimestamp(base, UTC)
+    while limit is None or len(fires) < limit:
+        fire = cron.next_after(moment)
+        if fire is None or fire.timestamp() > now:
+            break
+        fires.append(fire.timestamp())
+        moment = fire
+    return fires

@@ -1,0 +1,84 @@
+"""The narrow seam between the scheduler and whatever runs a task.
+
+An executor launches and cancels; it never decides a task's state. What it
+learns (started, finished) it hands back as events through the ``report``
+callback, and the scheduler applies them. Executors whose tasks run under
+``leoflow agent`` (Lite's agent, Kubernetes) need a ticket per launch and learn
+outcomes from the agent endpoint instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from leoflow.domain.dag import TaskSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    ti_pk: int
+    try_number: int
+    dag_id: str
+    run_id: str
+    task_id: str
+    spec: TaskSpec
+    ticket: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStarted:
+    ti_pk: int
+    try_number: int
+    executor_ref: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFinished:
+    """How a try ended. ``reason`` is a short code; ``message`` is for people.
+
+    Reasons: success, exit_code, timeout, oom, lost, cancelled, launch_failed,
+    evicted, image_pull, pending_timeout, secret.
+    """
+
+    ti_pk: int
+    try_number: int
+    exit_code: int | None
+    reason: str
+    message: str
+    at: float
+
+    @property
+    def succeeded(self) -> bool:
+        return self.reason == "success"
+
+
+@dataclass(frozen=True, slots=True)
+class LogData:
+    ti_pk: int
+    try_number: int
+    data: bytes
+
+
+ExecutorEvent = TaskStarted | TaskFinished | LogData
+Report = Callable[[ExecutorEvent], None]
+
+
+class LaunchError(Exception):
+    """The executor could not start the task; the message says why."""
+
+
+class Executor(Protocol):
+    name: str
+    uses_agent: bool
+
+    async def start(self, report: Report) -> None: ...
+
+    async def launch(self, launch: Launch) -> None: ...
+
+    async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None: ...
+
+    async def stop(self) -> None: ...

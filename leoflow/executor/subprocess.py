@@ -1,0 +1,152 @@
+"""Run each task as a local child process: Lite's direct executor.
+
+Each child gets its own process group so that a timeout or a cancel kills
+everything the command started, not only the shell in front of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from leoflow.domain.durations import format_duration
+from leoflow.executor.base import Launch, LaunchError, LogData, Report, TaskFinished, TaskStarted
+
+_CHUNK = 64 * 1024
+KILL_GRACE = 5.0
+
+
+def task_environment(launch: Launch) -> dict[str, str]:
+    """The child's environment: ours, the task's, and where it sits in the DAG."""
+    env = dict(os.environ)
+    env.update(launch.spec.env)
+    env.update(launch.env)
+    env.update(
+        LEOFLOW_DAG_ID=launch.dag_id,
+        LEOFLOW_RUN_ID=launch.run_id,
+        LEOFLOW_TASK_ID=launch.task_id,
+        LEOFLOW_TRY_NUMBER=str(launch.try_number),
+    )
+    return env
+
+
+def describe_exit(returncode: int) -> tuple[int, str]:
+    """Exit code as a shell reports it (128+N for signal N) and a sentence."""
+    if returncode < 0:
+        sig = -returncode
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return 128 + sig, f"killed by {name}"
+    return returncode, f"exited with code {returncode}"
+
+
+@dataclass
+class _Child:
+    launch: Launch
+    process: asyncio.subprocess.Process
+    supervisor: asyncio.Task[None] | None = None
+    cancel_reason: str | None = None
+
+
+class SubprocessExecutor:
+    name = "subprocess"
+    uses_agent = False
+
+    def __init__(self, kill_grace: float = KILL_GRACE) -> None:
+        self._report: Report | None = None
+        self._kill_grace = kill_grace
+        self._children: dict[tuple[int, int], _Child] = {}
+
+    async def start(self, report: Report) -> None:
+        self._report = report
+
+    async def launch(self, launch: Launch) -> None:
+        if self._report is None:
+            raise LaunchError("executor not started")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *launch.spec.argv(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=task_environment(launch),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
+        child = _Child(launch, process)
+        self._children[(launch.ti_pk, launch.try_number)] = child
+        self._report(
+            TaskStarted(launch.ti_pk, launch.try_number, f"pid:{process.pid}", time.time())
+        )
+        child.supervisor = asyncio.create_task(self._supervise(child))
+
+    async def _supervise(self, child: _Child) -> None:
+        assert self._report is not None
+        report, launch, process = self._report, child.launch, child.process
+        timed_out = False
+
+        async def pump() -> None:
+            assert process.stdout is not None
+            while chunk := await process.stdout.read(_CHUNK):
+                report(LogData(launch.ti_pk, launch.try_number, chunk))
+
+        pumping = asyncio.create_task(pump())
+        try:
+            await asyncio.wait_for(process.wait(), launch.spec.timeout)
+        except TimeoutError:
+            timed_out = True
+            await self._kill_group(process)
+        finally:
+            if process.returncode is None:  # cancelled: the executor is stopping
+                await self._kill_group(process)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pumping, 5)
+            self._children.pop((launch.ti_pk, launch.try_number), None)
+        assert process.returncode is not None
+        code, said = describe_exit(process.returncode)
+        if timed_out:
+            assert launch.spec.timeout is not None
+            reason = "timeout"
+            message = (
+                f"timed out after {format_duration(launch.spec.timeout)}; "
+                "the task's process group was killed"
+            )
+        elif child.cancel_reason is not None:
+            reason, message = "cancelled", f"cancelled: {child.cancel_reason}"
+        elif process.returncode == 0:
+            reason, message = "success", said
+        else:
+            reason, message = "exit_code", said
+        report(TaskFinished(launch.ti_pk, launch.try_number, code, reason, message, time.time()))
+
+    async def _kill_group(self, process: asyncio.subprocess.Process) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            try:
+                await asyncio.wait_for(process.wait(), self._kill_grace)
+                return
+            except TimeoutError:
+                continue
+
+    async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
+        child = self._children.get((ti_pk, try_number))
+        if child is not None and child.cancel_reason is None:
+            child.cancel_reason = reason
+            # The supervisor sees the process end and reports the cancellation.
+            await self._kill_group(child.process)
+
+    async def stop(self) -> None:
+        supervisors = [c.supervisor for c in self._children.values() if c.supervisor]
+        for task in supervisors:
+            task.cancel()
+        for task in supervisors:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,291 @@
+"""Lite: the whole of Leoflow in one process on one host.
+
+``run_dag`` drives one run to completion (``leoflow run``); ``serve`` is the
+long-running ``leoflow lite``: it watches a DAG folder, creates cron runs and
+keeps going when a file breaks. Both wire the same scheduler core the
+Kubernetes deployment uses; only the executor differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leoflow.domain.dag import DagSpec
+from leoflow.domain.loader import (
+    LoadedDag,
+    LoadOptions,
+    lite_ignored_fields,
+    load_dag_file,
+    load_dag_folder,
+)
+from leoflow.domain.schedule import due_runs
+from leoflow.executor.base import Executor
+from leoflow.scheduler.core import Scheduler, SchedulerConfig
+from leoflow.settings import Settings
+from leoflow.store import Store
+from leoflow.store.errors import RunExists
+from leoflow.store.rows import RunRow
+
+log = logging.getLogger("leoflow.lite")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    scheduler: Scheduler
+    executor: Executor
+    closers: list[Callable[[], Any]]
+
+    async def close(self) -> None:
+        await self.scheduler.stop()
+        for closer in reversed(self.closers):
+            result = closer()
+            if asyncio.iscoroutine(result):
+                await result
+        await self.store.close()
+
+
+def make_executor(settings: Settings, name: str) -> Executor:
+    if name == "subprocess":
+        from leoflow.executor.subprocess import SubprocessExecutor
+
+        return SubprocessExecutor()
+    if name == "agent":
+        from leoflow.executor.local_agent import LocalAgentExecutor
+
+        return LocalAgentExecutor(settings)
+    raise ValueError(f"executor {name!r} is not available in Lite")
+
+
+def scheduler_config(settings: Settings, pools: dict[str, int]) -> SchedulerConfig:
+    return SchedulerConfig(
+        parallelism=settings.parallelism,
+        pools={**settings.pools, **pools},
+        default_pool_slots=settings.default_pool_slots,
+        poll_interval=settings.scheduler_poll_interval,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        ticket_ttl=settings.ticket_ttl,
+        identity=settings.identity or f"lite-{os.getpid()}",
+    )
+
+
+async def open_runtime(settings: Settings, executor_name: str) -> Runtime:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    store = await Store.open(settings.resolved_database_url)
+    try:
+        for name, slots in settings.pools.items():
+            await store.upsert_pool(name, slots)
+        pools = {p.name: p.slots for p in await store.list_pools()}
+        executor = make_executor(settings, executor_name)
+        epoch = await store.take_office(settings.identity or f"lite-{os.getpid()}")
+        scheduler = Scheduler(store, executor, scheduler_config(settings, pools), epoch=epoch)
+        closers: list[Callable[[], Any]] = []
+        if executor.uses_agent:
+            from leoflow.scheduler.agent_service import start_agent_service
+
+            closers.append(await start_agent_service(settings, store, scheduler, executor))
+    except BaseException:
+        await store.close()
+        raise
+    return Runtime(settings, store, scheduler, executor, closers)
+
+
+def spec_hash(spec: DagSpec) -> str:
+    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+
+
+async def record_dag(store: Store, loaded: LoadedDag) -> None:
+    await store.upsert_dag(
+        loaded.spec.dag_id,
+        fileloc=str(loaded.path),
+        spec_json=loaded.spec.model_dump_json(),
+        spec_hash=spec_hash(loaded.spec),
+        source=loaded.source,
+    )
+    await store.set_dag_error(str(loaded.path), None)
+
+
+def announce_ignored(spec: DagSpec, say: Callable[[str], None]) -> None:
+    ignored = lite_ignored_fields(spec)
+    if ignored:
+        say(
+            f"note: Lite runs tasks as local processes and ignores {', '.join(ignored)} "
+            f"in DAG {spec.dag_id}"
+        )
+
+
+def resolve_target(target: str, dags_dir: Path | None, options: LoadOptions) -> LoadedDag:
+    """``target`` is a DAG file, or a dag_id looked up in ``dags_dir``."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return load_dag_file(path, options)
+    folder = dags_dir or Path("dags")
+    loaded = load_dag_folder(folder, options)
+    if target in loaded.dags:
+        return loaded.dags[target]
+    errors = "\n".join(str(e) for e in loaded.errors)
+    known = ", ".join(sorted(loaded.dags)) or "none"
+    raise LookupError(
+        f"no DAG {target!r} in {folder} (DAGs found: {known})" + (f"\n{errors}" if errors else "")
+    )
+
+
+async def run_dag(
+    settings: Settings,
+    loaded: LoadedDag,
+    *,
+    executor_name: str,
+    conf: dict[str, Any] | None = None,
+    watch: Callable[[Scheduler], None] | None = None,
+) -> tuple[RunRow, Runtime]:
+    """Run one DAG once, to completion; the caller closes the returned runtime."""
+    runtime = await open_runtime(settings, executor_name)
+    try:
+        await record_dag(runtime.store, loaded)
+        runtime.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
+        if watch is not None:
+            watch(runtime.scheduler)
+        await runtime.scheduler.start()
+        row = await runtime.scheduler.trigger(loaded.spec.dag_id, conf=conf)
+        final = await runtime.scheduler.wait_run(row.pk)
+    except BaseException:
+        await runtime.close()
+        raise
+    return final, runtime
+
+
+class DagFolderWatcher:
+    """Re-reads the DAG folder when a file changes; bad files are reported and skipped.
+
+    A file that breaks keeps its DAG's last good definition in the scheduler
+    and in the store: nothing stored is lost or changed by a bad file.
+    """
+
+    def __init__(self, folder: Path, options: LoadOptions, say: Callable[[str], None]) -> None:
+        self.folder = folder
+        self.options = options
+        self.say = say
+        self._fingerprint: tuple[tuple[str, float, int], ...] = ()
+        self._errors: dict[str, str] = {}
+        self.good: dict[str, LoadedDag] = {}
+        self._announced: set[str] = set()
+
+    def _scan(self) -> tuple[tuple[str, float, int], ...]:
+        entries = []
+        if self.folder.exists():
+            for path in sorted(self.folder.rglob("*")):
+                if path.suffix in (".yaml", ".yml") and path.is_file():
+                    stat = path.stat()
+                    entries.append((str(path), stat.st_mtime, stat.st_size))
+        return tuple(entries)
+
+    async def refresh(self, store: Store) -> bool:
+        fingerprint = self._scan()
+        if fingerprint == self._fingerprint:
+            return False
+        self._fingerprint = fingerprint
+        result = load_dag_folder(self.folder, self.options)
+        errors = {str(err.path): str(err) for err in result.errors}
+        for path, text in errors.items():
+            if self._errors.get(path) != text:
+                self.say(f"error: DAG file skipped, other DAGs keep running:\n{text}")
+            await store.set_dag_error(path, text)
+        for path in set(self._errors) - set(errors):
+            self.say(f"fixed: {path} loads again")
+            await store.set_dag_error(path, None)
+        self._errors = errors
+        broken_paths = set(errors)
+        kept = {
+            dag_id: loaded
+            for dag_id, loaded in self.good.items()
+            if str(loaded.path) in broken_paths and dag_id not in result.dags
+        }
+        self.good = {**kept, **result.dags}
+        for loaded in result.dags.values():
+            await record_dag(store, loaded)
+            if loaded.spec.dag_id not in self._announced:
+                self._announced.add(loaded.spec.dag_id)
+                announce_ignored(loaded.spec, self.say)
+        await store.deactivate_dags_except(list(self.good))
+        return True
+
+
+async def serve(
+    settings: Settings,
+    folder: Path,
+    *,
+    executor_name: str = "agent",
+    say: Callable[[str], None] = print,
+    api: bool = True,
+) -> None:
+    """``leoflow lite``: schedule the folder's DAGs until SIGINT/SIGTERM."""
+    runtime = await open_runtime(settings, executor_name)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = DagFolderWatcher(folder, LoadOptions(known_pools=None), say)
+    try:
+        await watcher.refresh(runtime.store)
+        dags = await runtime.store.list_dags()
+        paused = {d.dag_id for d in dags if d.paused}
+        runtime.scheduler.register_dags({k: v.spec for k, v in watcher.good.items()}, paused)
+        await runtime.scheduler.start()
+        if api:
+            from leoflow.api.server import start_api_in_process
+
+            runtime.closers.append(await start_api_in_process(settings, runtime.store, say))
+        say(
+            f"leoflow lite: {len(watcher.good)} DAG(s) from {folder}, state in "
+            f"{settings.resolved_database_url}; Ctrl-C stops"
+        )
+        seen_since = time.time()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), settings.scheduler_poll_interval)
+            if runtime.scheduler.failure is not None:
+                raise runtime.scheduler.failure
+            if await watcher.refresh(runtime.store):
+                dags = await runtime.store.list_dags()
+                paused = {d.dag_id for d in dags if d.paused}
+                runtime.scheduler.register_dags(
+                    {k: v.spec for k, v in watcher.good.items()}, paused
+                )
+            await create_due_runs(runtime, watcher.good, say, seen_since=seen_since)
+    finally:
+        say("leoflow lite: stopping")
+        await runtime.close()
+
+
+async def create_due_runs(
+    runtime: Runtime, dags: dict[str, LoadedDag], say: Callable[[str], None], seen_since: float
+) -> None:
+    now = time.time()
+    for dag_id, loaded in dags.items():
+        if loaded.spec.schedule is None or dag_id in runtime.scheduler.paused:
+            continue
+        last = await runtime.store.last_scheduled_run(dag_id)
+        for logical_date in due_runs(
+            loaded.spec, last.logical_date if last else None, now, seen_since
+        ):
+            with contextlib.suppress(RunExists):
+                row = await runtime.scheduler.trigger(
+                    dag_id, logical_date=logical_date, run_type="scheduled"
+                )
+                say(f"scheduled run {row.run_id} of {dag_id}")
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,64 @@
+"""Buffers task output on its way to the store.
+
+Output arrives in many small pieces; writing each as its own row would make a
+chatty task cost a transaction per line. Pieces are joined per try and written
+every ``interval`` or once ``max_bytes`` collect, and flushed before the try's
+outcome is committed so a finished task's log is complete when its state says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from leoflow.store import Store
+
+log = logging.getLogger("leoflow.scheduler.logs")
+
+
+class LogBuffer:
+    def __init__(self, store: Store, interval: float = 0.2, max_bytes: int = 256 * 1024) -> None:
+        self._store = store
+        self._interval = interval
+        self._max_bytes = max_bytes
+        self._pending: dict[tuple[int, int], list[bytes]] = {}
+        self._sizes: dict[tuple[int, int], int] = {}
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="leoflow-log-buffer")
+
+    def add(self, ti_pk: int, try_number: int, data: bytes) -> None:
+        key = (ti_pk, try_number)
+        self._pending.setdefault(key, []).append(data)
+        self._sizes[key] = self._sizes.get(key, 0) + len(data)
+        if self._sizes[key] >= self._max_bytes:
+            self._kick.set()
+
+    async def flush(self, keys: list[tuple[int, int]] | None = None) -> None:
+        async with self._lock:
+            for key in list(self._pending) if keys is None else keys:
+                chunks = self._pending.pop(key, None)
+                self._sizes.pop(key, None)
+                if chunks:
+                    await self._store.append_log(key[0], key[1], b"".join(chunks))
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self._interval)
+            self._kick.clear()
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("writing task output to the store failed; will retry")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()
