@@ -68,7 +68,9 @@ def parse_calls(text: str) -> set[Call]:
             continue
         parts = line.split()
         if len(parts) != 4 or parts[0] not in SCOPES:
-            raise ValueError(f"call table line {number}: expected 'scope group resource verb', got {raw!r}")
+            raise ValueError(
+                f"call table line {number}: expected 'scope group resource verb', got {raw!r}"
+            )
         calls.add(Call(*parts))
     return calls
 
@@ -197,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="compare rendered Roles with the call table")
     c.add_argument("--manifests", required=True, help="helm template output ('-': stdin)")
-    c.add_argument("--calls", help="call table file ('-': stdin); default: python -m leoflow.kube.calls")
+    c.add_argument("--calls",
+                   help="call table file ('-': stdin); default: python -m leoflow.kube.calls")
     c.add_argument("--task-namespace", help="namespace the task-scope Role must be in")
     c.add_argument("--release-namespace", help="namespace the release-scope Role must be in")
     c.set_defaults(func=check)
