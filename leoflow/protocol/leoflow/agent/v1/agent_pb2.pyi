@@ -1,0 +1,129 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ExchangeRequest(_message.Message):
+    __slots__ = ("ticket",)
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    ticket: str
+    def __init__(self, ticket: _Optional[str] = ...) -> None: ...
+
+class ExchangeResponse(_message.Message):
+    __slots__ = ("session_token", "dag_id", "run_id", "task_id", "try_number", "heartbeat_interval_seconds")
+    SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    session_token: str
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    heartbeat_interval_seconds: float
+    def __init__(self, session_token: _Optional[str] = ..., dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_id: _Optional[str] = ..., try_number: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[float] = ...) -> None: ...
+
+class StartRequest(_message.Message):
+    __slots__ = ("pod_name", "pod_uid", "hostname", "pid")
+    POD_NAME_FIELD_NUMBER: _ClassVar[int]
+    POD_UID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    pod_name: str
+    pod_uid: str
+    hostname: str
+    pid: int
+    def __init__(self, pod_name: _Optional[str] = ..., pod_uid: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class StartResponse(_message.Message):
+    __slots__ = ("argv", "env", "cwd", "timeout_seconds", "secret_names")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SECRET_NAMES_FIELD_NUMBER: _ClassVar[int]
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    cwd: str
+    timeout_seconds: float
+    secret_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., secret_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("cancel_requested", "reason", "session_token")
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    cancel_requested: bool
+    reason: str
+    session_token: str
+    def __init__(self, cancel_requested: _Optional[bool] = ..., reason: _Optional[str] = ..., session_token: _Optional[str] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("stream", "data")
+    class Stream(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        STREAM_UNSPECIFIED: _ClassVar[LogChunk.Stream]
+        STDOUT: _ClassVar[LogChunk.Stream]
+        STDERR: _ClassVar[LogChunk.Stream]
+    STREAM_UNSPECIFIED: LogChunk.Stream
+    STDOUT: LogChunk.Stream
+    STDERR: LogChunk.Stream
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    stream: LogChunk.Stream
+    data: bytes
+    def __init__(self, stream: _Optional[_Union[LogChunk.Stream, str]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class LogsAck(_message.Message):
+    __slots__ = ("bytes_received",)
+    BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    bytes_received: int
+    def __init__(self, bytes_received: _Optional[int] = ...) -> None: ...
+
+class CompleteRequest(_message.Message):
+    __slots__ = ("exit_code", "oom_killed", "timed_out", "signal", "message")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    oom_killed: bool
+    timed_out: bool
+    signal: int
+    message: str
+    def __init__(self, exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., signal: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CompleteResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ResolveSecretRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ResolveSecretResponse(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: str
+    def __init__(self, value: _Optional[str] = ...) -> None: ...
