@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 PASSTHROUGH_FIELDS = (
     "tolerations",
@@ -120,9 +125,10 @@ class Settings(BaseSettings):
     task_namespace: str = "default"
     release_namespace: str = "leoflow-system"
     task_image: str = "ghcr.io/leoflow/leoflow:0.1.0"
-    image_pull_secrets: tuple[str, ...] = ()
+    # Comma-separated in the environment, so not decoded as JSON there.
+    image_pull_secrets: Annotated[tuple[str, ...], NoDecode] = ()
     task_pod_security: TaskPodSecurity = Field(default_factory=TaskPodSecurity)
-    task_pod_passthrough: frozenset[str] = frozenset()
+    task_pod_passthrough: Annotated[frozenset[str], NoDecode] = frozenset()
     kube_qps: float = Field(20.0, gt=0)
     kube_burst: int = Field(40, gt=0)
     pod_gc_age: float = Field(300.0, ge=0)

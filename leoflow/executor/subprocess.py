@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from leoflow.domain.durations import format_duration
 from leoflow.executor.base import Launch, LaunchError, LogData, Report, TaskFinished, TaskStarted
+from leoflow.executor.spawn import Child, spawn
 
 _CHUNK = 64 * 1024
 KILL_GRACE = 5.0
@@ -49,7 +50,8 @@ def describe_exit(returncode: int) -> tuple[int, str]:
 @dataclass
 class _Child:
     launch: Launch
-    process: asyncio.subprocess.Process
+    process: Child
+    output: asyncio.StreamReader | None
     supervisor: asyncio.Task[None] | None = None
     cancel_reason: str | None = None
 
@@ -70,17 +72,10 @@ class SubprocessExecutor:
         if self._report is None:
             raise LaunchError("executor not started")
         try:
-            process = await asyncio.create_subprocess_exec(
-                *launch.spec.argv(),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=task_environment(launch),
-                start_new_session=True,
-            )
+            process, output = await spawn(launch.spec.argv(), env=task_environment(launch))
         except OSError as exc:
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
-        child = _Child(launch, process)
+        child = _Child(launch, process, output)
         self._children[(launch.ti_pk, launch.try_number)] = child
         self._report(
             TaskStarted(launch.ti_pk, launch.try_number, f"pid:{process.pid}", time.time())
@@ -93,8 +88,8 @@ class SubprocessExecutor:
         timed_out = False
 
         async def pump() -> None:
-            assert process.stdout is not None
-            while chunk := await process.stdout.read(_CHUNK):
+            assert child.output is not None
+            while chunk := await child.output.read(_CHUNK):
                 report(LogData(launch.ti_pk, launch.try_number, chunk))
 
         pumping = asyncio.create_task(pump())
@@ -126,7 +121,7 @@ class SubprocessExecutor:
             reason, message = "exit_code", said
         report(TaskFinished(launch.ti_pk, launch.try_number, code, reason, message, time.time()))
 
-    async def _kill_group(self, process: asyncio.subprocess.Process) -> None:
+    async def _kill_group(self, process: Child) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, sig)
