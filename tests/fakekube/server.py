@@ -93,6 +93,7 @@ class FakeApiServer:
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self._watches: set[watch.OpenWatch] = set()
+        self._watches_changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
         self._port = 0
@@ -205,6 +206,13 @@ class FakeApiServer:
     def open_watches(self) -> int:
         """Watch streams currently being served."""
         return len(self._watches)
+
+    async def wait_open_watches(self, n: int, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Wait until exactly ``n`` watches are open (a test's sync point, no polling)."""
+        async with asyncio.timeout(timeout):
+            while len(self._watches) != n:
+                self._watches_changed.clear()
+                await self._watches_changed.wait()
 
     def reset_counts(self) -> None:
         """Zero the per-verb counters (``seen`` is kept)."""
@@ -545,6 +553,7 @@ class FakeApiServer:
 
         handle = watch.OpenWatch(sub, abort)
         self._watches.add(handle)
+        self._watches_changed.set()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout else None
         try:
@@ -566,6 +575,7 @@ class FakeApiServer:
             return resp
         finally:
             self._watches.discard(handle)
+            self._watches_changed.set()
             self.store.unsubscribe(sub)
         if not (handle.dropped and transport is not None and transport.is_closing()):
             with contextlib.suppress(ConnectionError, RuntimeError):

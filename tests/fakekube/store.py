@@ -56,8 +56,10 @@ class Store:
     """Objects by key, the global revision, the event history and the subscribers."""
 
     def __init__(self, history_window: int | None = None) -> None:
-        self.rv = 100  # a fresh cluster already has revisions behind it
-        self.compacted_rv = 0
+        # A fresh cluster already has revisions behind it, compacted away: a watch from
+        # an RV older than the fake's first one gets 410, as transcript 18's RV 2 does.
+        self.rv = 100
+        self.compacted_rv = 100
         self.history_window = history_window
         self._objects: dict[Key, JsonObj] = {}
         self._history: list[StoreEvent] = []
