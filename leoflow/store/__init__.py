@@ -1,1 +1,29 @@
+"""The state store: runs, task instances, DAGs, pools, tickets and logs, in SQLite
+(Lite) or PostgreSQL (Pro)."""
 
+from leoflow.store.errors import RunExists, SchemaNotCurrent, StaleEpoch, StoreError
+from leoflow.store.rows import (
+    DagRow,
+    PoolRow,
+    RunRow,
+    TaskChange,
+    TaskInstanceRow,
+    TaskSeed,
+    TicketUse,
+)
+from leoflow.store.store import Store
+
+__all__ = [
+    "DagRow",
+    "PoolRow",
+    "RunExists",
+    "RunRow",
+    "SchemaNotCurrent",
+    "StaleEpoch",
+    "Store",
+    "StoreError",
+    "TaskChange",
+    "TaskInstanceRow",
+    "TaskSeed",
+    "TicketUse",
+]

@@ -1,0 +1,101 @@
+"""The store's rows: plain frozen dataclasses, one per table shape the callers see."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from leoflow.domain.states import RunState, TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class DagRow:
+    dag_id: str
+    fileloc: str
+    spec_json: str
+    spec_hash: str
+    source: str | None
+    paused: bool
+    active: bool
+    updated_at: float
+    # The import error of the DAG's file, if its last load failed.
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    pk: int
+    dag_id: str
+    run_id: str
+    state: RunState
+    run_type: str
+    logical_date: float | None
+    conf: dict[str, Any]
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInstanceRow:
+    pk: int
+    run_pk: int
+    dag_id: str
+    run_id: str
+    task_id: str
+    state: TaskState
+    try_number: int
+    max_tries: int
+    pool: str
+    pool_slots: int
+    priority: int
+    ready_at: float | None
+    queued_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    next_retry_at: float | None
+    heartbeat_at: float | None
+    exit_code: int | None
+    reason: str | None
+    message: str | None
+    executor_ref: str | None
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    name: str
+    slots: int
+    description: str
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSeed:
+    """One task instance to create with a run."""
+
+    task_id: str
+    pool: str
+    pool_slots: int
+    priority: int
+    max_tries: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskChange:
+    """One compare-and-set transition in a batch (``Store.transition_tasks``)."""
+
+    ti_pk: int
+    expected: TaskState
+    new: TaskState
+    expected_try: int | None = None
+    fields: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TicketUse:
+    status: Literal["ok", "unknown", "replayed", "expired"]
+    ti_pk: int | None
+    try_number: int | None

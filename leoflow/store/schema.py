@@ -1,0 +1,141 @@
+"""The tables, as SQLAlchemy Core metadata.
+
+The migrations in ``migrations/versions`` create exactly this; a test compares the
+two. ``HEAD_REVISION`` lets ``Store.open`` see that a database is current without
+importing Alembic.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+HEAD_REVISION = "0001"
+VERSION_TABLE = "alembic_version"
+
+# SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.
+PK = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Time = sa.Double
+
+metadata = sa.MetaData()
+
+scheduler_epoch = sa.Table(
+    "scheduler_epoch",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("epoch", sa.BigInteger, nullable=False),
+    sa.Column("holder", sa.Text, nullable=False),
+    sa.Column("updated_at", Time, nullable=False),
+    sa.CheckConstraint("id = 1", name="ck_scheduler_epoch_one_row"),
+)
+
+dags = sa.Table(
+    "dags",
+    metadata,
+    sa.Column("dag_id", sa.Text, primary_key=True),
+    sa.Column("fileloc", sa.Text, nullable=False),
+    sa.Column("spec_json", sa.Text, nullable=False),
+    sa.Column("spec_hash", sa.Text, nullable=False),
+    sa.Column("source", sa.Text, nullable=True),
+    sa.Column("paused", sa.Boolean, nullable=False),
+    sa.Column("active", sa.Boolean, nullable=False),
+    sa.Column("updated_at", Time, nullable=False),
+)
+
+dag_import_errors = sa.Table(
+    "dag_import_errors",
+    metadata,
+    sa.Column("fileloc", sa.Text, primary_key=True),
+    sa.Column("error", sa.Text, nullable=False),
+    sa.Column("updated_at", Time, nullable=False),
+)
+
+dag_runs = sa.Table(
+    "dag_runs",
+    metadata,
+    sa.Column("pk", PK, primary_key=True, autoincrement=True),
+    sa.Column("dag_id", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("run_type", sa.Text, nullable=False),
+    sa.Column("logical_date", Time, nullable=True),
+    sa.Column("conf", sa.Text, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("started_at", Time, nullable=True),
+    sa.Column("ended_at", Time, nullable=True),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.UniqueConstraint("dag_id", "run_id", name="uq_dag_runs_dag_id_run_id"),
+    # Keyset pagination newest-first, overall / per DAG / per state / both.
+    sa.Index("ix_dag_runs_dag_id_pk", "dag_id", "pk"),
+    sa.Index("ix_dag_runs_state_pk", "state", "pk"),
+    sa.Index("ix_dag_runs_dag_id_state_pk", "dag_id", "state", "pk"),
+    sa.Index("ix_dag_runs_last_scheduled", "dag_id", "run_type", "logical_date"),
+    sqlite_autoincrement=True,
+)
+
+task_instances = sa.Table(
+    "task_instances",
+    metadata,
+    sa.Column("pk", PK, primary_key=True, autoincrement=True),
+    sa.Column(
+        "run_pk",
+        PK,
+        sa.ForeignKey("dag_runs.pk", ondelete="CASCADE", name="fk_task_instances_run_pk"),
+        nullable=False,
+    ),
+    sa.Column("dag_id", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("task_id", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("try_number", sa.Integer, nullable=False),
+    sa.Column("max_tries", sa.Integer, nullable=False),
+    sa.Column("pool", sa.Text, nullable=False),
+    sa.Column("pool_slots", sa.Integer, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("ready_at", Time, nullable=True),
+    sa.Column("queued_at", Time, nullable=True),
+    sa.Column("started_at", Time, nullable=True),
+    sa.Column("ended_at", Time, nullable=True),
+    sa.Column("next_retry_at", Time, nullable=True),
+    sa.Column("heartbeat_at", Time, nullable=True),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Column("executor_ref", sa.Text, nullable=True),
+    sa.Column("updated_at", Time, nullable=False),
+    sa.UniqueConstraint("run_pk", "task_id", name="uq_task_instances_run_pk_task_id"),
+    sa.Index("ix_task_instances_state", "state"),
+    sa.Index("ix_task_instances_dag_id_state", "dag_id", "state"),
+    sqlite_autoincrement=True,
+)
+
+pools = sa.Table(
+    "pools",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("slots", sa.Integer, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("updated_at", Time, nullable=False),
+)
+
+tickets = sa.Table(
+    "tickets",
+    metadata,
+    sa.Column("hash", sa.Text, primary_key=True),
+    sa.Column("ti_pk", sa.BigInteger, nullable=False),
+    sa.Column("try_number", sa.Integer, nullable=False),
+    sa.Column("expires_at", Time, nullable=False),
+    sa.Column("used_at", Time, nullable=True),
+)
+
+log_chunks = sa.Table(
+    "log_chunks",
+    metadata,
+    sa.Column("ti_pk", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("try_number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    # Byte offset of the chunk's first byte in the whole log, and its length:
+    # a byte range is read without summing the chunks before it.
+    sa.Column("start", sa.BigInteger, nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+)
