@@ -188,7 +188,10 @@ class Scheduler:
             epoch=self.epoch,
         )
         tis = await self.store.list_task_instances(run_pk=row.pk)
-        self._adopt_run(row, spec, tis)
+        # The loop may have picked the new run up from the store while we awaited;
+        # its mirror may already be ahead of these rows.
+        if row.pk not in self.runs:
+            self._adopt_run(row, spec, tis)
         self._wakeup.set()
         return row
 
@@ -683,7 +686,8 @@ class Scheduler:
             if spec is None:
                 continue
             tis = await self.store.list_task_instances(run_pk=row.pk)
-            self._adopt_run(row, spec, tis)
+            if row.pk not in self.runs:  # trigger() may have adopted it meanwhile
+                self._adopt_run(row, spec, tis)
 
     async def _recover(self) -> None:
         """Resume what a previous scheduler left: active runs and their task instances.
