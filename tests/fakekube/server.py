@@ -106,7 +106,11 @@ class FakeApiServer:
         """Listen on a random port on 127.0.0.1."""
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
+        # handler_cancellation: a watch whose client hung up must stop being served (and
+        # counted in open_watches) at once, not at its next write.
+        self._runner = web.AppRunner(
+            app, handle_signals=False, shutdown_timeout=0.5, handler_cancellation=True
+        )
         await self._runner.setup()
         await self._listen()
         return self
