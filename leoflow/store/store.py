@@ -336,6 +336,9 @@ class Store:
             .limit(1)
         )
         self._log_insert = sa.insert(log_chunks)
+        self._log_lock = sa.text(
+            "SELECT pg_advisory_xact_lock(CAST(:k1 AS integer), CAST(:k2 AS integer))"
+        )
 
     def _ti_update(self, keys: tuple[str, ...], with_try: bool) -> sa.Update:
         stmt = self._ti_update_cache.get((keys, with_try))
@@ -832,6 +835,10 @@ class Store:
         key = {"b_ti": ti_pk, "b_try": try_number}
 
         def op(conn: Connection) -> None:
+            if not self._sqlite:
+                # Appends to one log queue up here (SQLite's BEGIN IMMEDIATE already
+                # does), so they do not race for the next seq.
+                conn.execute(self._log_lock, {"k1": ti_pk % 2**31, "k2": try_number % 2**31})
             tail = conn.execute(self._log_tail, key).first()
             seq, end = (-1, 0) if tail is None else (int(tail[0]), int(tail[1] + tail[2]))
             rows = []
