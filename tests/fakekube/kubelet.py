@@ -318,7 +318,7 @@ class FakeKubelet:
         self, containers: list[JsonObj], outcome: Outcome, run: _Run
     ) -> list[tuple[int, str, str]]:
         for c in containers:
-            self.server.store.logs[(run.namespace, run.name, c["name"])] = outcome.log
+            self.server.store.append_log(run.namespace, run.name, c["name"], outcome.log)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.terminating.wait(), timeout=outcome.after)
         if run.terminating.is_set():
@@ -359,9 +359,8 @@ class FakeKubelet:
 
     async def _process(self, pod: JsonObj, container: JsonObj, run: _Run) -> tuple[int, str, str]:
         argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-        key = (run.namespace, run.name, container["name"])
-        logs = self.server.store.logs
-        logs[key] = ""
+        store = self.server.store
+        store.append_log(run.namespace, run.name, container["name"], "")
         if not argv:
             return 128, "StartError", "no command: the fake kubelet cannot run an image entrypoint"
         try:
@@ -381,7 +380,8 @@ class FakeKubelet:
         async def pump() -> None:
             assert proc.stdout is not None
             while chunk := await proc.stdout.read(65536):
-                logs[key] = logs.get(key, "") + chunk.decode(errors="replace")
+                text = chunk.decode(errors="replace")
+                store.append_log(run.namespace, run.name, container["name"], text)
 
         pumping = asyncio.create_task(pump())
         waiting = asyncio.create_task(proc.wait())

@@ -320,6 +320,24 @@ class FakeApiServer:
         finally:
             self.store.unsubscribe(sub)
 
+    async def wait_for_log(
+        self,
+        namespace: str,
+        pod: str,
+        text: str,
+        container: str | None = None,
+        timeout: float = 10.0,  # noqa: ASYNC109 - a test helper's own deadline
+    ) -> str:
+        """Wait until the container's recorded log contains ``text``; return the log."""
+        async with asyncio.timeout(timeout):
+            while True:
+                changed = self.store.log_changed()
+                for (ns, name, cname), log in self.store.logs.items():
+                    mine = (ns, name) == (namespace, pod) and container in (None, cname)
+                    if mine and text in log:
+                        return log
+                await changed.wait()
+
     def pod_names(self, namespace: str | None = None) -> list[str]:
         """Names of the stored pods."""
         return [p["metadata"]["name"] for p in self.store.objects("pods", namespace)]

@@ -66,6 +66,7 @@ class Store:
         self._subs: set[Subscription] = set()
         # Container logs the kubelet recorded: (namespace, pod, container) -> text.
         self.logs: dict[tuple[str, str, str], str] = {}
+        self._log_event = asyncio.Event()
 
     # ---- reads -------------------------------------------------------------------
 
@@ -152,6 +153,19 @@ class Store:
         for sub in list(self._subs):
             sub.close()
         self._subs.clear()
+
+    # ---- container logs ----------------------------------------------------------
+
+    def append_log(self, namespace: str, pod: str, container: str, text: str) -> None:
+        """Record container output and wake whoever waits on logs."""
+        key = (namespace, pod, container)
+        self.logs[key] = self.logs.get(key, "") + text
+        self._log_event.set()
+        self._log_event = asyncio.Event()
+
+    def log_changed(self) -> asyncio.Event:
+        """An event set at the next log append (take it before checking the logs)."""
+        return self._log_event
 
     def keys(self) -> Iterator[Key]:
         """Every stored key (for tests that inspect the whole store)."""

@@ -62,9 +62,7 @@ def pod_manifest(
 
 @pytest.fixture
 async def server() -> AsyncIterator[FakeApiServer]:
-    async with FakeApiServer(
-        token=TOKEN, restricted_namespaces=[NS], bookmark_interval=0.1
-    ) as srv:
+    async with FakeApiServer(token=TOKEN, restricted_namespaces=[NS], bookmark_interval=0.1) as srv:
         yield srv
 
 

@@ -56,12 +56,19 @@ async def test_fail_with_any_status(v1: Any, server: FakeApiServer) -> None:
 
 
 async def test_latency_holds_the_request(v1: Any, server: FakeApiServer) -> None:
-    server.add_latency(0.3, when=creates)
+    arrived = asyncio.Event()
+
+    def slow_creates(info: RequestInfo) -> bool:
+        if creates(info):
+            arrived.set()
+            return True
+        return False
+
+    server.add_latency(0.3, when=slow_creates)
     pending = asyncio.ensure_future(v1.create_namespaced_pod(NS, pod_manifest("slow")))
-    # the request has arrived (it is counted) but is not handled yet
     async with asyncio.timeout(5):
-        while not server.counts[("create", "", "pods")]:
-            await asyncio.sleep(0.01)
+        await arrived.wait()
+    # the request has arrived but is held: nothing stored yet
     assert server.pod(NS, "slow") is None
     await pending
     assert server.pod(NS, "slow") is not None
@@ -94,9 +101,7 @@ async def test_go_away_503_drops_watches(v1: Any, server: FakeApiServer) -> None
     assert (await v1.list_namespaced_pod(NS)).items == []
 
 
-async def test_go_away_for_a_duration_comes_back_by_itself(
-    v1: Any, server: FakeApiServer
-) -> None:
+async def test_go_away_for_a_duration_comes_back_by_itself(v1: Any, server: FakeApiServer) -> None:
     await server.go_away("503", duration=0.2)
     with pytest.raises(ApiException):
         await v1.list_namespaced_pod(NS)

@@ -200,7 +200,9 @@ async def test_status_patch_merges_container_statuses_by_name(v1: Any) -> None:
         "st", NS, {"status": {"phase": "Running", "containerStatuses": [running]}}
     )
     done = {"name": "task", "ready": False}
-    patched = await v1.patch_namespaced_pod_status("st", NS, {"status": {"containerStatuses": [done]}})
+    patched = await v1.patch_namespaced_pod_status(
+        "st", NS, {"status": {"containerStatuses": [done]}}
+    )
     [cs] = patched.status.container_statuses
     assert cs.state.running is not None and cs.ready is False
     assert patched.status.phase == "Running"

@@ -102,10 +102,10 @@ async def test_psa_allows_the_hardened_pod_and_unrestricted_namespaces(v1: Any) 
 
 
 async def test_rbac_forbidden_message_as_the_apiserver_words_it() -> None:
-    async with FakeApiServer(rbac=[], user="system:serviceaccount:cap:limited") as srv:
-        async with srv.api_client() as api:
-            with pytest.raises(ApiException) as err:
-                await client.CoreV1Api(api).list_node()
+    limited = FakeApiServer(rbac=[], user="system:serviceaccount:cap:limited")
+    async with limited as srv, srv.api_client() as api:
+        with pytest.raises(ApiException) as err:
+            await client.CoreV1Api(api).list_node()
     assert err.value.status == 403
     assert json.loads(err.value.body) == {
         "kind": "Status",

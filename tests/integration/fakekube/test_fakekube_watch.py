@@ -34,7 +34,9 @@ from tests.fakekube import FakeApiServer
 from .conftest import NS, pod_manifest
 
 
-async def take(events: AsyncIterator[dict[str, Any]], n: int, skip_bookmarks: bool = True) -> list[dict[str, Any]]:
+async def take(
+    events: AsyncIterator[dict[str, Any]], n: int, skip_bookmarks: bool = True
+) -> list[dict[str, Any]]:
     """The next ``n`` events (bookmarks skipped unless asked), with a safety deadline."""
     out: list[dict[str, Any]] = []
     async with asyncio.timeout(10):
@@ -112,9 +114,7 @@ async def test_resume_from_old_rv_replays_history(v1: Any) -> None:
     assert rvs == sorted(rvs)
 
 
-async def test_label_selector_watch_sees_leaving_as_deleted(
-    v1: Any, server: FakeApiServer
-) -> None:
+async def test_label_selector_watch_sees_leaving_as_deleted(v1: Any, server: FakeApiServer) -> None:
     created = await v1.create_namespaced_pod(NS, pod_manifest("mover", labels={"team": "a"}))
     async with watch.Watch() as w:
         stream = w.stream(
@@ -161,7 +161,9 @@ async def test_compacted_rv_gets_410_and_watch_raises(v1: Any, server: FakeApiSe
     with pytest.raises(ApiException) as err:
         async with watch.Watch() as w:
             await take(
-                w.stream(v1.list_namespaced_pod, NS, resource_version=created.metadata.resource_version),
+                w.stream(
+                    v1.list_namespaced_pod, NS, resource_version=created.metadata.resource_version
+                ),
                 1,
             )
     assert err.value.status == 410
