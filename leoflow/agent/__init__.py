@@ -1,1 +1,17 @@
+"""``leoflow agent``: runs a task's command for the control plane, over gRPC.
 
+Imports only ``leoflow.protocol``, grpc and the stdlib: in a pod it starts once per
+task, so its import time is paid per task. See ``leoflow.agent.cli`` for modes,
+environment, the pool's stdin protocol and exit codes.
+"""
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the agent; returns the process exit code."""
+    import sys
+
+    from leoflow.agent.cli import run
+
+    return run(sys.argv[1:] if argv is None else argv)

@@ -1,0 +1,94 @@
+"""The kernel's OOM-kill counter for the agent's own cgroup.
+
+The agent samples it before and after a task's process: a rise means the kernel
+killed something in this cgroup for memory, whatever the exit code says (137 is
+any SIGKILL). Where it lives:
+
+- cgroup v2: ``<root>/<path>/memory.events``, key ``oom_kill``, where ``<path>`` is
+  the ``0::`` line of /proc/self/cgroup;
+- cgroup v1: ``<root>/memory/<path>/memory.oom_control``, key ``oom_kill`` (kernel
+  4.13+), ``<path>`` from the line naming the ``memory`` controller;
+- then the same two files directly under ``<root>``: a container sees its own
+  cgroup there, whatever /proc/self/cgroup says.
+
+``<root>`` is ``LEOFLOW_CGROUP_ROOT`` (default /sys/fs/cgroup), so tests can point
+it at a fake directory.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class OomCounter:
+    def __init__(self, path: str | None, looked_at: tuple[str, ...]) -> None:
+        self.path = path
+        self.looked_at = looked_at
+
+    def read(self) -> int | None:
+        """The counter now; None when there is none or it cannot be read."""
+        if self.path is None:
+            return None
+        return _read_oom_kill(self.path)
+
+    def describe_absence(self) -> str:
+        return (
+            "no cgroup OOM-kill counter found (looked at "
+            + ", ".join(self.looked_at)
+            + "); a task killed for memory will be reported by its exit code only"
+        )
+
+
+def find_oom_counter(root: str, proc_cgroup: str = "/proc/self/cgroup") -> OomCounter:
+    v2_path, v1_path = _own_cgroup_paths(proc_cgroup)
+    candidates: list[str] = []
+    if v2_path is not None:
+        candidates.append(_join(root, v2_path, "memory.events"))
+    if v1_path is not None:
+        candidates.append(_join(root, "memory", v1_path, "memory.oom_control"))
+    candidates.append(os.path.join(root, "memory.events"))
+    candidates.append(os.path.join(root, "memory", "memory.oom_control"))
+    looked_at = tuple(dict.fromkeys(candidates))
+    for path in looked_at:
+        if _read_oom_kill(path) is not None:
+            return OomCounter(path, looked_at)
+    return OomCounter(None, looked_at)
+
+
+def _own_cgroup_paths(proc_cgroup: str) -> tuple[str | None, str | None]:
+    v2 = v1 = None
+    try:
+        with open(proc_cgroup, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None, None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, controllers, path = parts
+        if hierarchy == "0" and controllers == "":
+            v2 = path
+        elif "memory" in controllers.split(","):
+            v1 = path
+    return v2, v1
+
+
+def _join(root: str, *parts: str) -> str:
+    return os.path.join(root, *(p.strip("/") for p in parts if p.strip("/")))
+
+
+def _read_oom_kill(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,213 @@
+"""``leoflow agent [--pool] [--events] [--endpoint ADDRESS]``
+
+Single mode (a task pod; the default) runs the one task whose ticket is in
+``LEOFLOW_AGENT_TICKET`` and exits with its command's exit code.
+
+Pool mode (``--pool``; Lite's warm agent) runs many tasks at once, each with its
+own ticket, session, child process, log stream, heartbeats and OOM sampling. It
+reads JSON lines on stdin:
+
+    {"op": "run", "key": "<ti_pk>:<try>", "ticket": "<ticket>"}
+    {"op": "cancel", "key": "<ti_pk>:<try>", "reason": "<optional text>"}
+
+A ``run`` with a key already running, and any line that is not one of these, is
+refused with a message on stderr (and an ``error`` event). ``cancel`` stops the
+command as a cancellation from the control plane would: SIGTERM to its process
+group, SIGKILL after ``LEOFLOW_AGENT_KILL_GRACE``; the task still reports Complete.
+When stdin closes the agent accepts no more work, waits for its running tasks to
+finish (send ``cancel`` first to stop them sooner) and exits 0. SIGTERM or SIGINT
+is forwarded to every running command's process group; the agent then exits
+128+signal once they are done.
+
+Stdout: nothing, unless ``--events``, which writes one JSON object a line:
+``{"event": "started", "key", "pid"}``, ``{"event": "finished", "key", "exit_code",
+"message"}`` (after Complete was sent, or when the task could not start) and
+``{"event": "error", "key", "message"}``. Diagnostics go to stderr.
+
+Environment: ``LEOFLOW_AGENT_ENDPOINT`` (gRPC target: host:port or unix:/path),
+``LEOFLOW_AGENT_TICKET`` (single mode; removed from the command's environment),
+``LEOFLOW_POD_NAME``/``LEOFLOW_POD_UID`` (downward API), ``LEOFLOW_AGENT_CONNECT_TIMEOUT``
+(seconds to keep retrying an unreachable endpoint, default 60),
+``LEOFLOW_AGENT_KILL_GRACE`` (seconds between SIGTERM and SIGKILL on timeout or
+cancellation, default 10), ``LEOFLOW_CGROUP_ROOT`` (default /sys/fs/cgroup).
+
+Exit codes besides the command's own: 2 usage, 3 control plane unreachable,
+4 ticket or session refused, 5 task setup failed (a secret, the working directory),
+126 command not executable, 127 command not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from leoflow.agent.cgroup import find_oom_counter
+from leoflow.agent.client import Client
+from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
+
+_USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS]"
+
+
+def run(argv: list[str]) -> int:
+    pool = events = False
+    endpoint = os.environ.get("LEOFLOW_AGENT_ENDPOINT", "")
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--pool":
+            pool = True
+        elif arg == "--events":
+            events = True
+        elif arg == "--endpoint" and args:
+            endpoint = args.pop(0)
+        elif arg.startswith("--endpoint="):
+            endpoint = arg.partition("=")[2]
+        elif arg in ("-h", "--help"):
+            print(__doc__)
+            return 0
+        else:
+            print(f"{_USAGE}\nleoflow agent: unexpected argument {arg!r}", file=sys.stderr)
+            return EXIT_USAGE
+    if not endpoint:
+        warn("no endpoint: set LEOFLOW_AGENT_ENDPOINT or pass --endpoint")
+        return EXIT_USAGE
+    try:
+        connect_timeout = float(os.environ.get("LEOFLOW_AGENT_CONNECT_TIMEOUT", "60"))
+        kill_grace = float(os.environ.get("LEOFLOW_AGENT_KILL_GRACE", "10"))
+    except ValueError as exc:
+        warn(f"bad number in LEOFLOW_AGENT_CONNECT_TIMEOUT or LEOFLOW_AGENT_KILL_GRACE: {exc}")
+        return EXIT_USAGE
+    ticket = os.environ.pop("LEOFLOW_AGENT_TICKET", "")
+    if not pool and not ticket:
+        warn("no ticket: LEOFLOW_AGENT_TICKET is not set")
+        return EXIT_USAGE
+    settings = dict(
+        endpoint=endpoint,
+        connect_timeout=connect_timeout,
+        kill_grace=kill_grace,
+        cgroup_root=os.environ.get("LEOFLOW_CGROUP_ROOT", "/sys/fs/cgroup"),
+        pod_name=os.environ.get("LEOFLOW_POD_NAME", ""),
+        pod_uid=os.environ.get("LEOFLOW_POD_UID", ""),
+    )
+    if pool:
+        return asyncio.run(_pool(settings, events))
+    return asyncio.run(_single(settings, ticket))
+
+
+def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
+    client = Client(settings["endpoint"], connect_timeout=settings["connect_timeout"])
+    sup = Supervisor(
+        client,
+        oom=find_oom_counter(settings["cgroup_root"]),
+        kill_grace=settings["kill_grace"],
+        pod_name=settings["pod_name"],
+        pod_uid=settings["pod_uid"],
+        on_event=on_event,
+    )
+    sup.install_signal_handlers()
+    return sup
+
+
+async def _single(settings: dict[str, Any], ticket: str) -> int:
+    sup = _supervisor(settings)
+    try:
+        return await TaskRun(sup, ticket).run()
+    finally:
+        await sup.heartbeats.close()
+        await sup.client.close()
+
+
+def _emit(fields: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+async def _pool(settings: dict[str, Any], events: bool) -> int:
+    sup = _supervisor(settings, _emit if events else None)
+    runs: dict[str, TaskRun] = {}
+    tasks: set[asyncio.Task[int]] = set()
+
+    def refuse(key: Any, message: str) -> None:
+        warn(message)
+        sup.event(event="error", key=key if isinstance(key, str) else None, message=message)
+
+    def start(key: str, ticket: str) -> None:
+        run = runs[key] = TaskRun(sup, ticket, key=key)
+
+        async def go() -> int:
+            try:
+                code = await run.run()
+            except Exception as exc:  # one task's bug must not take the others down
+                warn(f"task {key}: agent error: {exc!r}")
+                code = 1
+            finally:
+                runs.pop(key, None)
+            if run.token == "":  # never exchanged, so never reported
+                sup.event(event="finished", key=key, exit_code=code, message="not started")
+            return code
+
+        task = asyncio.create_task(go())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    try:
+        lineno = 0
+        async for line in _stdin_lines():
+            lineno += 1
+            if not line.strip():
+                continue
+            try:
+                op = json.loads(line)
+            except ValueError:
+                refuse(None, f"stdin line {lineno}: not JSON")
+                continue
+            if not isinstance(op, dict):
+                refuse(None, f"stdin line {lineno}: not a JSON object")
+                continue
+            key = op.get("key")
+            if not isinstance(key, str) or not key:
+                refuse(None, f"stdin line {lineno}: no key")
+            elif sup.received_signal is not None:
+                refuse(key, f"task {key}: refused: the agent is shutting down")
+            elif op.get("op") == "run":
+                ticket = op.get("ticket")
+                if not isinstance(ticket, str) or not ticket:
+                    refuse(key, f"task {key}: run without a ticket")
+                elif key in runs:
+                    refuse(key, f"task {key}: already running")
+                else:
+                    start(key, ticket)
+            elif op.get("op") == "cancel":
+                reason = op.get("reason")
+                if key in runs:
+                    runs[key].cancel(reason if isinstance(reason, str) and reason else
+                                     "cancelled by the executor")
+                else:
+                    refuse(key, f"task {key}: cancel for a task that is not running")
+            else:
+                refuse(key, f"stdin line {lineno}: unknown op {op.get('op')!r}")
+        while tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await sup.heartbeats.close()
+        await sup.client.close()
+    return 128 + sup.received_signal if sup.received_signal is not None else 0
+
+
+async def _stdin_lines() -> Any:
+    """Lines of stdin as they come, without blocking the loop."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1024 * 1024)
+    try:
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer
+        )
+    except (ValueError, OSError):  # a regular file: read it in a thread
+        while line := await asyncio.to_thread(sys.stdin.buffer.readline):
+            yield line.decode("utf-8", "replace")
+        return
+    while line_bytes := await reader.readline():
+        yield line_bytes.decode("utf-8", "replace")
