@@ -397,9 +397,11 @@ class FakeKubelet:
                     await waiting
             await pumping
         finally:
-            stopping.cancel()
             if proc.returncode is None:
                 self._kill(run, signal.SIGKILL)
+            for task in (stopping, waiting, pumping):
+                if not task.done():
+                    task.cancel()
         code = proc.returncode if proc.returncode is not None else 137
         if code < 0:
             code = 128 - code  # killed by signal N: a container runtime reports 128 + N

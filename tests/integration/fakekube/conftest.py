@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.fakekube import FakeApiServer
 
@@ -58,6 +60,11 @@ def pod_manifest(
     if grace is not None:
         pod["spec"]["terminationGracePeriodSeconds"] = grace
     return pod
+
+
+def error_body(err: pytest.ExceptionInfo[ApiException]) -> Any:
+    """The JSON Status body of a refused request."""
+    return json.loads(err.value.body or b"null")
 
 
 @pytest.fixture

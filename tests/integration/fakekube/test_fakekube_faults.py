@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import aiohttp
@@ -13,7 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.fakekube import FakeApiServer, RequestInfo
 
-from .conftest import NS, pod_manifest
+from .conftest import NS, error_body, pod_manifest
 
 
 def creates(info: RequestInfo) -> bool:
@@ -42,7 +41,7 @@ async def test_fail_next_n_matching_requests(v1: Any, server: FakeApiServer) -> 
         with pytest.raises(ApiException) as err:
             await v1.create_namespaced_pod(NS, pod_manifest("f"))
         assert err.value.status == 500
-        assert json.loads(err.value.body)["reason"] == "InternalError"
+        assert error_body(err)["reason"] == "InternalError"
     created = await v1.create_namespaced_pod(NS, pod_manifest("f"))
     assert created.metadata.name == "f"
 
@@ -52,7 +51,7 @@ async def test_fail_with_any_status(v1: Any, server: FakeApiServer) -> None:
     with pytest.raises(ApiException) as err:
         await v1.list_namespaced_pod(NS)
     assert err.value.status == 429
-    assert err.value.headers["Retry-After"] == "1"
+    assert err.value.headers is not None and err.value.headers["Retry-After"] == "1"
 
 
 async def test_latency_holds_the_request(v1: Any, server: FakeApiServer) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from .conftest import NS
+from .conftest import NS, error_body
 
 
 def lease(holder: str, rv: str | None = None) -> dict[str, Any]:
@@ -42,7 +41,7 @@ async def test_stale_rv_is_409_conflict(coord: Any) -> None:
     with pytest.raises(ApiException) as err:
         await coord.replace_namespaced_lease("leoflow-scheduler", NS, lease("sched-b", stale))
     assert err.value.status == 409
-    body = json.loads(err.value.body)
+    body = error_body(err)
     assert body["reason"] == "Conflict"
     assert body["details"] == {
         "name": "leoflow-scheduler",
@@ -57,14 +56,14 @@ async def test_missing_lease_is_404_and_second_create_409(coord: Any) -> None:
     with pytest.raises(ApiException) as err:
         await coord.read_namespaced_lease("leoflow-scheduler", NS)
     assert err.value.status == 404
-    assert json.loads(err.value.body)["message"] == (
+    assert error_body(err)["message"] == (
         'leases.coordination.k8s.io "leoflow-scheduler" not found'
     )
     await coord.create_namespaced_lease(NS, lease("sched-a"))
     with pytest.raises(ApiException) as err:
         await coord.create_namespaced_lease(NS, lease("sched-b"))
     assert err.value.status == 409
-    assert json.loads(err.value.body)["reason"] == "AlreadyExists"
+    assert error_body(err)["reason"] == "AlreadyExists"
 
 
 async def test_update_without_rv_is_refused(coord: Any) -> None:

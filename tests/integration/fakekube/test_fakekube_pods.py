@@ -10,7 +10,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.fakekube import FakeApiServer
 
-from .conftest import NS, pod_manifest
+from .conftest import NS, error_body, pod_manifest
 
 
 async def test_create_fills_server_fields_and_defaults(v1: Any) -> None:
@@ -43,7 +43,7 @@ async def test_create_twice_is_409_already_exists(v1: Any) -> None:
     with pytest.raises(ApiException) as err:
         await v1.create_namespaced_pod(NS, pod_manifest("twice"))
     assert err.value.status == 409
-    body = json.loads(err.value.body)
+    body = error_body(err)
     assert body["reason"] == "AlreadyExists"
     assert body["details"] == {"name": "twice", "kind": "pods"}
 
@@ -52,7 +52,7 @@ async def test_get_missing_is_404(v1: Any) -> None:
     with pytest.raises(ApiException) as err:
         await v1.read_namespaced_pod("nope", NS)
     assert err.value.status == 404
-    assert json.loads(err.value.body)["message"] == 'pods "nope" not found'
+    assert error_body(err)["message"] == 'pods "nope" not found'
 
 
 async def test_qos_class_follows_resources(v1: Any) -> None:
@@ -70,7 +70,7 @@ async def test_label_longer_than_63_is_422(v1: Any) -> None:
     with pytest.raises(ApiException) as err:
         await v1.create_namespaced_pod(NS, pod_manifest("long", labels={"dag": "x" * 64}))
     assert err.value.status == 422
-    assert json.loads(err.value.body)["reason"] == "Invalid"
+    assert error_body(err)["reason"] == "Invalid"
 
 
 @pytest.mark.parametrize(

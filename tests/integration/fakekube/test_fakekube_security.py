@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from leoflow.kube.calls import CALLS
 from tests.fakekube import FakeApiServer
 
-from .conftest import HARDENED_POD, NS, pod_manifest
+from .conftest import HARDENED_POD, NS, error_body, pod_manifest
 
 PLAIN_POD = {
     "apiVersion": "v1",
@@ -28,7 +27,7 @@ async def test_wrong_token_is_401(server: FakeApiServer) -> None:
         with pytest.raises(ApiException) as err:
             await client.CoreV1Api(api).list_namespaced_pod(NS)
     assert err.value.status == 401
-    assert json.loads(err.value.body) == {
+    assert error_body(err) == {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -54,7 +53,7 @@ async def test_psa_restricted_message_lists_each_violation(v1: Any) -> None:
     with pytest.raises(ApiException) as err:
         await v1.create_namespaced_pod(NS, PLAIN_POD)
     assert err.value.status == 403
-    body = json.loads(err.value.body)
+    body = error_body(err)
     assert body["message"] == (
         'pods "plain" is forbidden: violates PodSecurity "restricted:latest": '
         'allowPrivilegeEscalation != false (container "c" must set '
@@ -80,7 +79,7 @@ async def test_psa_baseline_and_restricted_rules(v1: Any) -> None:
     container["ports"] = [{"containerPort": 80, "hostPort": 80}]
     with pytest.raises(ApiException) as err:
         await v1.create_namespaced_pod(NS, pod)
-    message = json.loads(err.value.body)["message"]
+    message = error_body(err)["message"]
     reasons = [
         "host namespaces (hostNetwork)",
         'hostPath volumes (volume "host")',
@@ -107,7 +106,7 @@ async def test_rbac_forbidden_message_as_the_apiserver_words_it() -> None:
         with pytest.raises(ApiException) as err:
             await client.CoreV1Api(api).list_node()
     assert err.value.status == 403
-    assert json.loads(err.value.body) == {
+    assert error_body(err) == {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -133,7 +132,7 @@ async def test_rbac_grants_per_verb_resource_and_namespace() -> None:
             await core.read_namespaced_pod_log("x", NS)
     assert other_ns.value.status == 403
     assert log.value.status == 403
-    assert json.loads(log.value.body)["message"] == (
+    assert error_body(log)["message"] == (
         'pods "x" is forbidden: User "system:serviceaccount:leoflow-system:leoflow" cannot get '
         'resource "pods/log" in API group "" in the namespace "cap"'
     )
@@ -143,8 +142,9 @@ async def test_rbac_grants_per_verb_resource_and_namespace() -> None:
 async def test_the_call_table_is_recorded_as_rbac_names_it(server: FakeApiServer) -> None:
     """Drive each call of leoflow/kube/calls.py; the server records the same tuples."""
     async with server.api_client() as api:
-        core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
-        lease = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}}
+        core: Any = client.CoreV1Api(api)
+        coord: Any = client.CoordinationV1Api(api)
+        lease: dict[str, Any] = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}}
         await core.create_namespaced_pod(NS, pod_manifest("t"))
         await core.list_namespaced_pod(NS)
         await core.list_namespaced_pod(NS, watch=True, timeout_seconds=1, _preload_content=False)

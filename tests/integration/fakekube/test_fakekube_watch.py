@@ -167,7 +167,7 @@ async def test_compacted_rv_gets_410_and_watch_raises(v1: Any, server: FakeApiSe
                 1,
             )
     assert err.value.status == 410
-    assert err.value.reason.startswith("Expired: too old resource version:")
+    assert str(err.value.reason).startswith("Expired: too old resource version:")
     # Watch without timeout_seconds retries a 410 once with the same RV, then raises.
     assert server.counts[("watch", "", "pods")] == 2
 
@@ -195,7 +195,7 @@ async def test_history_window_compacts_automatically(v1: Any) -> None:
     async with FakeApiServer(history_window=2) as small, small.api_client() as api:
         from kubernetes_asyncio import client
 
-        core = client.CoreV1Api(api)
+        core: Any = client.CoreV1Api(api)
         first = await core.create_namespaced_pod(NS, pod_manifest("h0"))
         for i in range(1, 4):
             await core.create_namespaced_pod(NS, pod_manifest(f"h{i}"))
