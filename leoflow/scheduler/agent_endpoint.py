@@ -267,29 +267,32 @@ class AgentEndpoint:
         ok = (method, "OK")
         counts.setdefault(ok, 0)
 
+        def count(code: grpc.StatusCode) -> None:
+            # Before the status goes out, so a client that saw it sees it counted.
+            key = (method, code.name)
+            counts[key] = counts.get(key, 0) + 1
+
         async def handler(request: Any, context: Context) -> Any:
-            code = grpc.StatusCode.OK
             try:
                 response = await fn(request, context)
-                counts[ok] += 1
-                return response
             except _Refuse as refusal:
-                code = refusal.code
+                count(refusal.code)
                 await context.abort(refusal.code, refusal.details)
             except SessionRefused:
-                code = grpc.StatusCode.PERMISSION_DENIED
-                await context.abort(code, "the task instance no longer accepts this session")
+                count(grpc.StatusCode.PERMISSION_DENIED)
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "the task instance no longer accepts this session",
+                )
             except asyncio.CancelledError:
-                code = grpc.StatusCode.CANCELLED
+                count(grpc.StatusCode.CANCELLED)
                 raise
             except Exception:
-                code = grpc.StatusCode.INTERNAL
+                count(grpc.StatusCode.INTERNAL)
                 log.exception("agent endpoint: %s failed", method)
-                await context.abort(code, "internal error")
-            finally:
-                if code is not grpc.StatusCode.OK:
-                    key = (method, code.name)
-                    counts[key] = counts.get(key, 0) + 1
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+            counts[ok] += 1
+            return response
 
         return handler
 
