@@ -104,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"leoflow: {exc.args[0]}", file=sys.stderr)
         return EXIT_FAILED
     if executor == "kubernetes":
-        from leoflow.kube.run import run_on_kubernetes
+        from leoflow.pro import run_on_kubernetes
 
         return int(_asyncio_run(run_on_kubernetes(settings, loaded, conf=conf)))
     return int(_asyncio_run(_run_lite(settings, loaded, executor, conf)))

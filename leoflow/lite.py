@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.execution import Executor
 from leoflow.domain.loader import (
     LoadedDag,
     LoadOptions,
@@ -30,7 +31,6 @@ from leoflow.domain.loader import (
     load_dag_folder,
 )
 from leoflow.domain.schedule import due_runs
-from leoflow.executor.base import Executor
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
 from leoflow.settings import Settings
 from leoflow.store import Store

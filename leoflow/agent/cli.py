@@ -183,8 +183,11 @@ async def _pool(settings: dict[str, Any], events: bool) -> int:
             elif op.get("op") == "cancel":
                 reason = op.get("reason")
                 if key in runs:
-                    runs[key].cancel(reason if isinstance(reason, str) and reason else
-                                     "cancelled by the executor")
+                    runs[key].cancel(
+                        reason
+                        if isinstance(reason, str) and reason
+                        else "cancelled by the executor"
+                    )
                 else:
                     refuse(key, f"task {key}: cancel for a task that is not running")
             else:
@@ -202,9 +205,7 @@ async def _stdin_lines() -> Any:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1024 * 1024)
     try:
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer
-        )
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     except (ValueError, OSError):  # a regular file: read it in a thread
         while line := await asyncio.to_thread(sys.stdin.buffer.readline):
             yield line.decode("utf-8", "replace")

@@ -299,8 +299,10 @@ class TaskRun:
             warn(f"{self.label}: {exc}")
             return EXIT_UNREACHABLE
         except Refused as exc:
-            warn(f"{self.label}: the control plane refused the ticket: "
-                 f"{exc.code.name}: {exc.details}")
+            warn(
+                f"{self.label}: the control plane refused the ticket: "
+                f"{exc.code.name}: {exc.details}"
+            )
             return EXIT_REFUSED
         self._ticket = ""
         self.token = exchanged.session_token

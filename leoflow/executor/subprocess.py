@@ -11,10 +11,19 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from leoflow.domain.durations import format_duration
-from leoflow.executor.base import Launch, LaunchError, LogData, Report, TaskFinished, TaskStarted
+from leoflow.domain.execution import (
+    Attempt,
+    Launch,
+    LaunchError,
+    LogData,
+    Report,
+    TaskFinished,
+    TaskStarted,
+)
 from leoflow.executor.spawn import Child, spawn
 
 _CHUNK = 64 * 1024
@@ -137,6 +146,10 @@ class SubprocessExecutor:
             child.cancel_reason = reason
             # The supervisor sees the process end and reports the cancellation.
             await self._kill_group(child.process)
+
+    async def adopt(self, attempts: Sequence[Attempt]) -> set[tuple[int, int]]:
+        # Children die with the process group of the scheduler that started them.
+        return set()
 
     async def stop(self) -> None:
         supervisors = [c.supervisor for c in self._children.values() if c.supervisor]

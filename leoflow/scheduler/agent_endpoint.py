@@ -58,7 +58,6 @@ log = logging.getLogger("leoflow.scheduler.agent_endpoint")
 security_log = logging.getLogger("leoflow.security")
 
 
-
 class _CallCounts:
     """``leoflow_grpc_requests_total{method,code}``, counted in a plain dict.
 

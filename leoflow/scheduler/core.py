@@ -24,9 +24,8 @@ from leoflow.domain.admission import Admission, Candidate, WaitReason
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.durations import format_duration
-from leoflow.domain.progress import after_try, evaluate, waiting_on
-from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState, run_outcome
-from leoflow.executor.base import (
+from leoflow.domain.execution import (
+    Attempt,
     Executor,
     ExecutorEvent,
     Launch,
@@ -35,6 +34,8 @@ from leoflow.executor.base import (
     TaskFinished,
     TaskStarted,
 )
+from leoflow.domain.progress import after_try, evaluate, waiting_on
+from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState, run_outcome
 from leoflow.scheduler import metrics
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
@@ -485,6 +486,22 @@ class Scheduler:
             )
         )
 
+    def _hold(self, ti: TaskMirror) -> None:
+        """A try that already holds its slots (adopted after a restart)."""
+        run = self.runs[ti.run_pk]
+        spec = run.spec.tasks[ti.task_id]
+        self.admission.hold(
+            Candidate(
+                key=ti.pk,
+                dag_id=run.dag_id,
+                pool=spec.pool,
+                pool_slots=spec.pool_slots,
+                priority=spec.priority,
+                run_order=run.created_at,
+                ready_order=ti.ready_at or 0.0,
+            )
+        )
+
     def _start_runs(self, now: float, batch: _Batch) -> None:
         queued = sorted(
             (r for r in self.runs.values() if r.state is RunState.QUEUED),
@@ -700,15 +717,37 @@ class Scheduler:
         rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=100_000)
         now = self._clock()
         batch = _Batch()
+        mirrors: list[RunMirror] = []
         for row in rows:
             spec = self.dags.get(row.dag_id)
             if spec is None:
                 log.warning("run %s of unknown DAG %s left as it is", row.run_id, row.dag_id)
                 continue
             tis = await self.store.list_task_instances(run_pk=row.pk)
-            mirror = self._adopt_run(row, spec, tis)
+            mirrors.append(self._adopt_run(row, spec, tis))
+        attempts = [
+            Attempt(
+                ti.pk,
+                ti.try_number,
+                ti.state.value,
+                run.dag_id,
+                run.run_id,
+                ti.task_id,
+                ti.executor_ref,
+            )
+            for run in mirrors
+            for ti in run.tasks.values()
+            if ti.state in (TaskState.QUEUED, TaskState.RUNNING)
+        ]
+        alive = await self.executor.adopt(attempts) if attempts else set()
+        for mirror in mirrors:
             for ti in mirror.tasks.values():
-                if ti.state is TaskState.SCHEDULED:
+                if (ti.pk, ti.try_number) in alive:
+                    self._hold(ti)
+                    if ti.state is TaskState.RUNNING:
+                        ti.heartbeat_at = now
+                        metrics.RUNNING.inc()
+                elif ti.state is TaskState.SCHEDULED:
                     self._offer(ti)
                 elif ti.state is TaskState.QUEUED:
                     self._move(

@@ -9,7 +9,7 @@ outcomes from the agent endpoint instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -67,6 +67,19 @@ ExecutorEvent = TaskStarted | TaskFinished | LogData
 Report = Callable[[ExecutorEvent], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A try the store says is queued or running, offered to a restarted executor."""
+
+    ti_pk: int
+    try_number: int
+    state: str
+    dag_id: str
+    run_id: str
+    task_id: str
+    executor_ref: str | None
+
+
 class LaunchError(Exception):
     """The executor could not start the task; the message says why."""
 
@@ -80,5 +93,13 @@ class Executor(Protocol):
     async def launch(self, launch: Launch) -> None: ...
 
     async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None: ...
+
+    async def adopt(self, attempts: Sequence[Attempt]) -> set[tuple[int, int]]:
+        """After a scheduler restart: the tries still alive under this executor.
+
+        An executor whose tasks die with the scheduler (Lite) adopts none; the
+        Kubernetes executor adopts those whose pods still exist.
+        """
+        ...
 
     async def stop(self) -> None: ...
