@@ -117,3 +117,41 @@ async def spawn(
             os.killpg(pid, 9)
         raise
     return child, reader
+
+
+class PipedChild(Child):
+    """A child we talk to: its stdin as a writer, its stdout as a reader."""
+
+    def __init__(self, pid: int, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader) -> None:
+        super().__init__(pid)
+        self.stdin = stdin
+        self.stdout = stdout
+
+
+async def spawn_piped(argv: Sequence[str], env: Mapping[str, str]) -> PipedChild:
+    """Start a helper process with pipes on stdin and stdout; stderr is shared with ours.
+
+    posix_spawn also keeps grpc's fork handlers out of it: they run on fork(),
+    not on a vfork-style clone, and complain when other threads use grpc.
+    """
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    actions = [
+        (os.POSIX_SPAWN_DUP2, in_read, 0),
+        (os.POSIX_SPAWN_DUP2, out_write, 1),
+    ]
+    try:
+        pid = os.posix_spawn(argv[0], list(argv), dict(env), file_actions=actions)  # noqa: ASYNC221
+    finally:
+        os.close(in_read)
+        os.close(out_write)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**20, loop=loop)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(out_read, "rb", buffering=0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(in_write, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return PipedChild(pid, writer, reader)

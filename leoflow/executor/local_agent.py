@@ -1,0 +1,162 @@
+"""Lite's executor: every task runs under one long-lived ``leoflow agent --pool``.
+
+The agent dials the scheduler's gRPC endpoint exactly as a pod's agent does;
+only how its ticket arrives differs (a line on the agent's stdin instead of a
+pod spec). One warm agent for all tasks avoids paying ~80 ms of interpreter and
+grpc start-up per task (ADR 0053's N:1 topology).
+
+The agent's ``--events`` lines tell this executor when a try is over. If a try
+ends without its Complete reaching the scheduler (the agent could not start it,
+or died), the executor reports the outcome itself; the scheduler ignores a
+second report for a try that is already finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from leoflow.domain.execution import Attempt, Launch, LaunchError, Report, TaskFinished
+from leoflow.executor.spawn import PipedChild, spawn_piped
+from leoflow.settings import Settings
+
+log = logging.getLogger("leoflow.executor.local_agent")
+
+STOP_GRACE = 15.0
+
+
+class LocalAgentExecutor:
+    name = "agent"
+    uses_agent = True
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.agent_endpoint: str | None = None
+        self._report: Report | None = None
+        self._process: PipedChild | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._inflight: dict[str, Launch] = {}
+        self._lock = asyncio.Lock()
+        self._stopping = False
+
+    async def start(self, report: Report) -> None:
+        self._report = report
+        await self._ensure_agent()
+
+    async def _ensure_agent(self) -> PipedChild:
+        if self._process is not None and self._process.returncode is None:
+            return self._process
+        if self.agent_endpoint is None:
+            raise LaunchError("the agent endpoint is not serving")
+        env = dict(os.environ)
+        env["LEOFLOW_AGENT_ENDPOINT"] = self.agent_endpoint
+        self._process = await spawn_piped(
+            [sys.executable, "-m", "leoflow.agent", "--pool", "--events"], env
+        )
+        self._reader = asyncio.create_task(self._read_events(self._process))
+        return self._process
+
+    async def _read_events(self, process: PipedChild) -> None:
+        while line := await process.stdout.readline():
+            try:
+                event: dict[str, Any] = json.loads(line)
+            except ValueError:
+                log.warning("unreadable line from the agent: %r", line[:200])
+                continue
+            self._on_event(event)
+        code = await process.wait()
+        if not self._stopping:
+            log.error("the Lite agent exited unexpectedly with code %s", code)
+        for key, launch in list(self._inflight.items()):
+            self._inflight.pop(key, None)
+            self._finish(launch, None, "lost", f"the local agent process exited with code {code}")
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind, key = event.get("event"), event.get("key")
+        if not isinstance(key, str):
+            if kind == "error":
+                log.warning("agent: %s", event.get("message"))
+            return
+        if kind == "finished":
+            launch = self._inflight.pop(key, None)
+            if launch is not None:
+                code = event.get("exit_code")
+                reason = "success" if code == 0 else "exit_code"
+                self._finish(
+                    launch,
+                    code if isinstance(code, int) else None,
+                    reason,
+                    str(event.get("message", "")),
+                )
+        elif kind == "error":
+            launch = self._inflight.pop(key, None)
+            if launch is not None:
+                self._finish(
+                    launch,
+                    None,
+                    "launch_failed",
+                    f"the agent could not run it: {event.get('message')}",
+                )
+
+    def _finish(self, launch: Launch, code: int | None, reason: str, message: str) -> None:
+        # A backstop: normally the agent's Complete RPC has finished this try already.
+        if self._report is not None:
+            self._report(
+                TaskFinished(launch.ti_pk, launch.try_number, code, reason, message, time.time())
+            )
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        async with self._lock:
+            process = await self._ensure_agent()
+            try:
+                process.stdin.write(json.dumps(message).encode() + b"\n")
+                await process.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise LaunchError(f"the local agent is gone: {exc}") from exc
+
+    async def launch(self, launch: Launch) -> None:
+        if launch.ticket is None:
+            raise LaunchError("no ticket for the agent")
+        key = f"{launch.ti_pk}:{launch.try_number}"
+        self._inflight[key] = launch
+        try:
+            await self._send({"op": "run", "key": key, "ticket": launch.ticket})
+        except BaseException:
+            self._inflight.pop(key, None)
+            raise
+
+    async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
+        key = f"{ti_pk}:{try_number}"
+        if key in self._inflight:
+            with contextlib.suppress(LaunchError):
+                await self._send({"op": "cancel", "key": key, "reason": reason})
+
+    async def adopt(self, attempts: Sequence[Attempt]) -> set[tuple[int, int]]:
+        # The previous scheduler's agent was its child and stopped with it.
+        return set()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        for key in list(self._inflight):
+            with contextlib.suppress(LaunchError):
+                await self._send({"op": "cancel", "key": key, "reason": "Leoflow is stopping"})
+        process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), STOP_GRACE)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, 9)
+            await process.wait()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
