@@ -103,24 +103,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     except LookupError as exc:
         print(f"leoflow: {exc.args[0]}", file=sys.stderr)
         return EXIT_FAILED
-    if executor == "kubernetes":
-        from leoflow.pro import run_on_kubernetes
-
-        return int(_asyncio_run(run_on_kubernetes(settings, loaded, conf=conf)))
-    return int(_asyncio_run(_run_lite(settings, loaded, executor, conf)))
+    return int(_asyncio_run(_run_once(settings, loaded, executor, conf)))
 
 
-async def _run_lite(settings: Any, loaded: Any, executor: str, conf: Any) -> int:
+async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int:
+    """The same path for every executor: only where the tasks run differs."""
     from leoflow.console import Progress, final_table
+    from leoflow.domain.loader import DagFileError
     from leoflow.domain.progress import topological_order
     from leoflow.domain.states import RunState
     from leoflow.lite import announce_ignored, run_dag
 
-    announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
+    if executor != "kubernetes":
+        announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
     progress = Progress()
-    row, runtime = await run_dag(
-        settings, loaded, executor_name=executor, conf=conf, watch=progress.attach
-    )
+    try:
+        row, runtime = await run_dag(
+            settings, loaded, executor_name=executor, conf=conf, watch=progress.attach
+        )
+    except DagFileError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_FAILED
     try:
         await progress.stop()
         tis = await runtime.store.list_task_instances(run_pk=row.pk)

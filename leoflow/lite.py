@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leoflow.domain.dag import DagSpec
+from leoflow.domain.dag import DEFAULT_POOL, DagSpec
 from leoflow.domain.execution import Executor
 from leoflow.domain.loader import (
+    DagFileError,
     LoadedDag,
     LoadOptions,
+    Problem,
     lite_ignored_fields,
     load_dag_file,
     load_dag_folder,
@@ -66,10 +68,16 @@ def make_executor(settings: Settings, name: str) -> Executor:
         from leoflow.executor.local_agent import LocalAgentExecutor
 
         return LocalAgentExecutor(settings)
-    raise ValueError(f"executor {name!r} is not available in Lite")
+    if name == "kubernetes":
+        from leoflow.kube.executor import KubernetesExecutor
+
+        return KubernetesExecutor(settings)
+    raise ValueError(f"unknown executor {name!r}")
 
 
-def scheduler_config(settings: Settings, pools: dict[str, int]) -> SchedulerConfig:
+def scheduler_config(
+    settings: Settings, pools: dict[str, int], *, solo: bool = False
+) -> SchedulerConfig:
     return SchedulerConfig(
         parallelism=settings.parallelism,
         pools={**settings.pools, **pools},
@@ -78,10 +86,16 @@ def scheduler_config(settings: Settings, pools: dict[str, int]) -> SchedulerConf
         heartbeat_timeout=settings.heartbeat_timeout,
         ticket_ttl=settings.ticket_ttl,
         identity=settings.identity or f"lite-{os.getpid()}",
+        solo=solo,
     )
 
 
-async def open_runtime(settings: Settings, executor_name: str) -> Runtime:
+async def open_runtime(settings: Settings, executor_name: str, *, solo: bool = False) -> Runtime:
+    """Store, executor, scheduler and (for agent-based executors) the agent endpoint.
+
+    ``solo`` (``leoflow run``) drives only its own run and takes no office, so it
+    can share the database with a running ``leoflow lite``.
+    """
     settings.home.mkdir(parents=True, exist_ok=True)
     store = await Store.open(settings.resolved_database_url)
     try:
@@ -89,8 +103,11 @@ async def open_runtime(settings: Settings, executor_name: str) -> Runtime:
             await store.upsert_pool(name, slots)
         pools = {p.name: p.slots for p in await store.list_pools()}
         executor = make_executor(settings, executor_name)
-        epoch = await store.take_office(settings.identity or f"lite-{os.getpid()}")
-        scheduler = Scheduler(store, executor, scheduler_config(settings, pools), epoch=epoch)
+        epoch = (
+            None if solo else await store.take_office(settings.identity or f"lite-{os.getpid()}")
+        )
+        config = scheduler_config(settings, pools, solo=solo)
+        scheduler = Scheduler(store, executor, config, epoch=epoch)
         closers: list[Callable[[], Any]] = []
         if executor.uses_agent:
             from leoflow.scheduler.agent_service import start_agent_service
@@ -151,8 +168,23 @@ async def run_dag(
     watch: Callable[[Scheduler], None] | None = None,
 ) -> tuple[RunRow, Runtime]:
     """Run one DAG once, to completion; the caller closes the returned runtime."""
-    runtime = await open_runtime(settings, executor_name)
+    runtime = await open_runtime(settings, executor_name, solo=True)
     try:
+        known = set(runtime.scheduler.config.pools) | {DEFAULT_POOL}
+        missing = sorted(loaded.spec.pools() - known)
+        if missing:
+            raise DagFileError(
+                loaded.path,
+                [
+                    Problem(
+                        f"tasks.{task_id}.pool",
+                        f"unknown pool {task.pool!r} (pools: {', '.join(sorted(known))}); "
+                        "define it in the settings (pools) or through the API",
+                    )
+                    for task_id, task in loaded.spec.tasks.items()
+                    if task.pool in missing
+                ],
+            )
         await record_dag(runtime.store, loaded)
         runtime.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
         if watch is not None:
@@ -218,7 +250,9 @@ class DagFolderWatcher:
             if loaded.spec.dag_id not in self._announced:
                 self._announced.add(loaded.spec.dag_id)
                 announce_ignored(loaded.spec, self.say)
-        await store.deactivate_dags_except(list(self.good))
+        # DAGs applied through the API are not this folder's to retire.
+        applied = [d.dag_id for d in await store.list_dags() if d.fileloc.startswith("api:")]
+        await store.deactivate_dags_except([*self.good, *applied])
         return True
 
 

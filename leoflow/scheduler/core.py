@@ -59,6 +59,13 @@ class SchedulerConfig:
     heartbeat_timeout: float = 60.0
     ticket_ttl: float = 600.0
     identity: str = "leoflow"
+    # A solo scheduler (``leoflow run``) drives only the runs it creates: it takes
+    # no office, recovers nothing and adopts nothing from the store, so it can run
+    # beside a long-running scheduler on the same database.
+    solo: bool = False
+
+
+LOCAL_RUN_TYPE = "local"
 
 
 class LeadershipLost(Exception):
@@ -100,6 +107,8 @@ class Scheduler:
         self._run_waiters: dict[int, list[asyncio.Future[RunRow]]] = {}
         self._logs = LogBuffer(store)
         self._last_poll = 0.0
+        self._spec_hashes: dict[str, str] = {}
+        self._pools: dict[str, int] = dict(config.pools)
         self._stopping = False
         self.on_task_change: Callable[[RunMirror, TaskMirror], None] | None = None
         self.on_run_change: Callable[[RunMirror], None] | None = None
@@ -109,7 +118,9 @@ class Scheduler:
 
     async def start(self) -> None:
         await self.executor.start(self.report)
-        await self._recover()
+        if not self.config.solo:
+            await self._sync_definitions()
+            await self._recover()
         self._logs.start()
         self._loop_task = asyncio.create_task(self._loop(), name="leoflow-scheduler-loop")
 
@@ -170,6 +181,8 @@ class Scheduler:
         spec = self.dags.get(dag_id)
         if spec is None:
             raise KeyError(f"unknown DAG {dag_id!r}")
+        if self.config.solo:
+            run_type = LOCAL_RUN_TYPE
         now = self._clock()
         if run_id is None:
             stamp = datetime.fromtimestamp(logical_date or now, UTC).isoformat(timespec="seconds")
@@ -681,6 +694,8 @@ class Scheduler:
         old = self.runs.get(run_pk)
         if row is None or old is None:
             return
+        if row.state in RUN_TERMINAL and old.state not in RUN_TERMINAL:
+            await self._abandon_run(old, row.message or f"the run was marked {row.state}")
         tis = await self.store.list_task_instances(run_pk=run_pk)
         for ti in old.tasks.values():
             if ti.state is TaskState.SCHEDULED:
@@ -693,11 +708,74 @@ class Scheduler:
             self._forget_run(mirror)
             self._resolve_waiters(mirror)
 
+    async def _abandon_run(self, run: RunMirror, why: str) -> None:
+        """Another process ended the run (an API cancel): stop and fail what is left."""
+        now = self._clock()
+        batch = _Batch()
+        for ti in run.tasks.values():
+            if ti.state in TASK_TERMINAL:
+                continue
+            if ti.state in (TaskState.QUEUED, TaskState.RUNNING):
+                batch.cancels.append((ti.pk, ti.try_number, why))
+                self.admission.release(ti.pk)
+                if ti.state is TaskState.RUNNING:
+                    metrics.RUNNING.dec()
+            elif ti.state is TaskState.SCHEDULED:
+                self.admission.withdraw(ti.pk)
+            self._move(
+                ti,
+                TaskState.FAILED,
+                batch,
+                ended_at=now,
+                reason="cancelled",
+                message=f"cancelled: {why}",
+            )
+        results = await self.store.transition_tasks(batch.changes, epoch=self.epoch)
+        if not all(results):
+            log.warning("some task instances of run %s changed while it was cancelled", run.run_id)
+        for ti_pk, try_number, reason in batch.cancels:
+            self._spawn(self.executor.cancel(ti_pk, try_number, reason))
+
+    async def _sync_definitions(self) -> None:
+        """DAG specs, paused flags and pools as the store has them (the API writes there)."""
+        dags = await self.store.list_dags()
+        known = {dag_id: spec for dag_id, spec in self.dags.items()}
+        fresh: dict[str, DagSpec] = {}
+        for row in dags:
+            if not row.active:
+                continue
+            current = self._spec_hashes.get(row.dag_id)
+            if current == row.spec_hash and row.dag_id in known:
+                fresh[row.dag_id] = known[row.dag_id]
+                continue
+            try:
+                fresh[row.dag_id] = DagSpec.model_validate_json(row.spec_json)
+            except ValueError:
+                log.exception(
+                    "stored spec of DAG %s does not load; keeping the last good one", row.dag_id
+                )
+                if row.dag_id in known:
+                    fresh[row.dag_id] = known[row.dag_id]
+                continue
+            self._spec_hashes[row.dag_id] = row.spec_hash
+        self.register_dags(fresh, {row.dag_id for row in dags if row.paused})
+        for pool in await self.store.list_pools():
+            if self._pools.get(pool.name) != pool.slots:
+                self._pools[pool.name] = pool.slots
+                self.admission.set_pool(pool.name, pool.slots)
+
     async def _poll_store(self) -> None:
-        """Pick up runs created by another process (the API, another CLI)."""
-        rows = await self.store.list_runs(states=[RunState.QUEUED], limit=1000)
+        """Follow what other processes wrote: new runs (API triggers, cleared runs),
+        runs that ended under us (API cancels), DAG definitions and pools."""
+        if self.config.solo:
+            return
+        await self._sync_definitions()
+        rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=10_000)
+        active = {row.pk for row in rows}
+        for run_pk in [pk for pk in self.runs if pk not in active]:
+            await self._reload_run(run_pk)
         for row in rows:
-            if row.pk in self.runs:
+            if row.pk in self.runs or row.run_type == LOCAL_RUN_TYPE:
                 continue
             spec = self.dags.get(row.dag_id)
             if spec is None:
@@ -719,6 +797,8 @@ class Scheduler:
         batch = _Batch()
         mirrors: list[RunMirror] = []
         for row in rows:
+            if row.run_type == LOCAL_RUN_TYPE:
+                continue  # driven by the `leoflow run` process that created it
             spec = self.dags.get(row.dag_id)
             if spec is None:
                 log.warning("run %s of unknown DAG %s left as it is", row.run_id, row.dag_id)

@@ -67,6 +67,8 @@ TASK_FIELDS = frozenset(
     }
 )
 RUN_FIELDS = frozenset({"started_at", "ended_at", "message"})
+# manual: triggered; scheduled: cron; local: created and driven by one `leoflow run` process.
+RUN_TYPES = ("manual", "scheduled", "local")
 
 LOG_CHUNK_BYTES = 256 * 1024
 # Expanding IN lists are cut to this many values (SQLite's variable limit).
@@ -502,8 +504,8 @@ class Store:
     ) -> RunRow:
         """Create a queued run and its task instances (state none, try 0) at once;
         RunExists if the DAG already has a run with this id."""
-        if run_type not in ("manual", "scheduled"):
-            raise ValueError(f"run_type must be 'manual' or 'scheduled', not {run_type!r}")
+        if run_type not in RUN_TYPES:
+            raise ValueError(f"run_type must be one of {', '.join(RUN_TYPES)}, not {run_type!r}")
         task_ids = [seed.task_id for seed in tasks]
         if len(set(task_ids)) != len(task_ids):
             raise ValueError(f"duplicate task ids in the seeds of run {run_id!r}")
