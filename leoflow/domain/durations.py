@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -13,6 +14,8 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 500ms, 30s, 5m or 2h")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite duration, got {value!r}")
         if value < 0:
             raise ValueError("expected a duration >= 0")
         return float(value)
@@ -33,10 +36,12 @@ def parse_duration(value: object) -> float:
 
 def format_duration(seconds: float) -> str:
     """Render seconds compactly for tables: ``850ms``, ``12.3s``, ``4m05s``, ``2h01m``."""
-    if seconds < 1:
+    # Decide the unit on the rounded value, so 59.96 s prints 1m00s, not 60.0s.
+    if round(seconds * 1000) < 1000:
         return f"{seconds * 1000:.0f}ms"
-    if seconds < 60:
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
