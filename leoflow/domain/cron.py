@@ -34,7 +34,8 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
-_HORIZON_DAYS = 366 * 5
+# Feb 29 can be eight years away (2096 -> 2104: 2100 is not a leap year).
+_HORIZON_DAYS = 366 * 9
 
 
 class CronError(ValueError):
