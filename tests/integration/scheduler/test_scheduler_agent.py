@@ -1,0 +1,120 @@
+"""Lite's real path: the scheduler, the gRPC endpoint and one warm `leoflow agent --pool`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.domain.states import RunState, TaskState
+from leoflow.lite import Runtime, open_runtime, record_dag
+from leoflow.settings import load_settings
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
+    opened: list[Runtime] = []
+
+    async def open_with(text: str, **overrides: Any) -> Runtime:
+        (tmp_path / "secrets").mkdir(exist_ok=True)
+        settings = load_settings(
+            home=tmp_path,
+            scheduler_poll_interval=0.2,
+            secrets_dir=tmp_path / "secrets",
+            **overrides,
+        )
+        rt = await open_runtime(settings, "agent", solo=True)
+        opened.append(rt)
+        loaded = LoadedDag(parse_dag(text, tmp_path / "dag.yaml"), tmp_path / "dag.yaml", text)
+        await record_dag(rt.store, loaded)
+        rt.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
+        await rt.scheduler.start()
+        return rt
+
+    yield open_with
+    for rt in opened:
+        await rt.close()
+
+
+async def test_tasks_run_through_the_agent_with_their_env_and_output(runtime: Any) -> None:
+    rt = await runtime(
+        """
+dag_id: via_agent
+tasks:
+  hello:
+    env: {GREETING: bonjour}
+    command: 'echo "$GREETING from $LEOFLOW_TASK_ID try $LEOFLOW_TRY_NUMBER"; echo oops >&2'
+  after: {command: "exit 4", depends_on: [hello]}
+"""
+    )
+    row = await rt.scheduler.trigger("via_agent")
+    final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 30)
+    assert final.state is RunState.FAILED
+    tis = {t.task_id: t for t in await rt.store.list_task_instances(run_pk=row.pk)}
+    log = await rt.store.read_log(tis["hello"].pk, 1)
+    assert b"bonjour from hello try 1\n" in log
+    assert b"oops\n" in log
+    assert tis["hello"].executor_ref is not None and tis["hello"].executor_ref.startswith("proc:")
+    assert tis["after"].state is TaskState.FAILED
+    assert tis["after"].exit_code == 4
+
+
+async def test_declared_secrets_reach_the_command_and_undeclared_ones_do_not(
+    runtime: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "warehouse_password").write_text("s3cret")
+    (tmp_path / "secrets" / "other_team_key").write_text("not yours")
+    rt = await runtime(
+        """
+dag_id: secretive
+tasks:
+  uses:
+    secrets: [warehouse_password]
+    command: 'echo "len=${#LEOFLOW_SECRET_WAREHOUSE_PASSWORD}"; echo "other=${LEOFLOW_SECRET_OTHER_TEAM_KEY:-none}"'
+  missing:
+    secrets: [not_there]
+    command: "echo never"
+"""
+    )
+    row = await rt.scheduler.trigger("secretive")
+    await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 30)
+    tis = {t.task_id: t for t in await rt.store.list_task_instances(run_pk=row.pk)}
+    assert tis["uses"].state is TaskState.SUCCESS
+    log = await rt.store.read_log(tis["uses"].pk, 1)
+    assert log == b"len=6\nother=none\n"
+    assert tis["missing"].state is TaskState.FAILED
+    assert tis["missing"].message is not None and "not_there" in tis["missing"].message
+    assert b"never" not in await rt.store.read_log(tis["missing"].pk, 1)
+
+
+async def test_a_task_whose_agent_stops_heartbeating_is_failed_as_lost(runtime: Any) -> None:
+    rt = await runtime(
+        "dag_id: hb\ntasks:\n  t: {command: 'sleep 60'}\n",
+        heartbeat_interval=0.2,
+        heartbeat_timeout=1.0,
+    )
+    row = await rt.scheduler.trigger("hb")
+    ti = rt.scheduler.runs[row.pk].tasks["t"]
+    for _ in range(500):
+        if ti.state is TaskState.RUNNING:
+            break
+        await asyncio.sleep(0.02)
+    agent = rt.executor._process  # type: ignore[attr-defined]
+    os.kill(agent.pid, signal.SIGSTOP)  # frozen: alive, but silent
+    try:
+        final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 30)
+    finally:
+        os.kill(agent.pid, signal.SIGCONT)
+    assert final.state is RunState.FAILED
+    (done,) = await rt.store.list_task_instances(run_pk=row.pk)
+    assert done.reason == "lost"
+    assert done.message is not None and done.message.startswith(
+        "no heartbeat from the task's agent"
+    )
