@@ -77,7 +77,9 @@ dag_id: secretive
 tasks:
   uses:
     secrets: [warehouse_password]
-    command: 'echo "len=${#LEOFLOW_SECRET_WAREHOUSE_PASSWORD}"; echo "other=${LEOFLOW_SECRET_OTHER_TEAM_KEY:-none}"'
+    command: >-
+      echo "len=${#LEOFLOW_SECRET_WAREHOUSE_PASSWORD}";
+      echo "other=${LEOFLOW_SECRET_OTHER_TEAM_KEY:-none}"
   missing:
     secrets: [not_there]
     command: "echo never"

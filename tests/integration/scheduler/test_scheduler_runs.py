@@ -4,6 +4,7 @@ failures, timeouts and the limits admission enforces."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from leoflow.domain.states import RunState, TaskState
 from leoflow.store import Store
@@ -141,7 +142,7 @@ async def test_a_pool_bounds_its_tasks_and_a_full_pool_does_not_block_other_task
     windows = sorted(
         (tis[f"load{i}"].started_at or 0.0, tis[f"load{i}"].ended_at or 0.0) for i in range(4)
     )
-    for (_, end), (start, _) in zip(windows, windows[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(windows):
         assert start >= end  # one slot: the loads never overlap
     # The quick task was not stuck behind the pool: it finished before the last load began.
     assert (tis["quick"].ended_at or 0.0) <= windows[-1][0]
