@@ -57,6 +57,10 @@ class LocalAgentExecutor:
             raise LaunchError("the agent endpoint is not serving")
         env = dict(os.environ)
         env["LEOFLOW_AGENT_ENDPOINT"] = self.agent_endpoint
+        env["LEOFLOW_AGENT_PARENT_PID"] = str(os.getpid())
+        # The endpoint is in this very process: if it stops answering for this
+        # long, the scheduler is gone and retrying longer helps nobody.
+        env.setdefault("LEOFLOW_AGENT_CONNECT_TIMEOUT", "10")
         self._process = await spawn_piped(
             [sys.executable, "-m", "leoflow.agent", "--pool", "--events"], env
         )
