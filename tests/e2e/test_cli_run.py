@@ -1,0 +1,102 @@
+"""`leoflow run`, `leoflow dags validate` and `leoflow logs` as a user types them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.e2e.conftest import Leoflow
+
+
+def _row(table: str, task: str) -> list[str]:
+    for line in table.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells and cells[0] == task:
+            return cells
+    raise AssertionError(f"no row for {task} in:\n{table}")
+
+
+def test_the_example_etl_dag_succeeds_with_one_retry(leoflow: Leoflow) -> None:
+    done = leoflow("--config", "examples/settings.yaml", "run", "examples/dags/etl.yaml")
+    assert done.returncode == 0, done.stderr + done.stdout
+    table = done.stdout.split("\n\n")[-2]
+    for task in ("extract_orders", "load_orders", "build_sales_mart", "check_sales_mart"):
+        assert _row(table, task)[1:3] == ["success", "1"]
+    assert _row(table, "extract_products")[1:3] == ["success", "2"]
+    assert "extract_products up_for_retry: exited with code 75" in done.stdout
+    assert re.search(r"run local__\S+ of nightly_sales: success", done.stdout)
+
+
+def test_the_failing_example_exits_1_and_says_why_per_task(leoflow: Leoflow) -> None:
+    done = leoflow("run", "examples/dags/broken_upstream.yaml", "--executor", "subprocess")
+    assert done.returncode == 1
+    table = done.stdout.split("\n\n")[-2]
+    assert _row(table, "extract") == [
+        "extract",
+        "failed",
+        "2",
+        _row(table, "extract")[3],
+        "exited with code 2",
+    ]
+    assert _row(table, "report")[1:] == ["upstream_failed", "0", "-", "upstream failed: extract"]
+    assert _row(table, "unrelated")[1:3] == ["success", "1"]
+
+
+def test_logs_prints_each_try(leoflow: Leoflow) -> None:
+    done = leoflow("run", "examples/dags/broken_upstream.yaml")
+    run_id = re.search(r"run (local__\S+) of failing_report", done.stdout)
+    assert run_id is not None, done.stdout
+    first = leoflow("logs", "failing_report", run_id.group(1), "extract", "--try", "1")
+    assert first.returncode == 0
+    assert "connecting to db.internal:5432" in first.stdout
+    assert "connection refused" in first.stdout
+    missing = leoflow("logs", "failing_report", run_id.group(1), "nope")
+    assert missing.returncode == 1
+    assert "has no task 'nope'" in missing.stderr
+
+
+def test_run_rejects_an_unknown_pool_before_starting(leoflow: Leoflow) -> None:
+    done = leoflow("run", "examples/dags/etl.yaml")  # no settings: the warehouse pool is missing
+    assert done.returncode == 1
+    assert "examples/dags/etl.yaml: tasks.load_orders.pool: unknown pool 'warehouse'" in done.stderr
+
+
+def test_validate_lists_every_problem_with_file_line_and_field(
+    leoflow: Leoflow, tmp_path: Path
+) -> None:
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "good.yaml").write_text("dag_id: good\ntasks:\n  a: {command: 'true'}\n")
+    (folder / "bad.yaml").write_text(
+        "dag_id: bad\n"
+        "max_active_tasks: 0\n"
+        "tasks:\n"
+        "  a:\n"
+        "    command: 'true'\n"
+        "    depends_on: [b]\n"
+        "  b:\n"
+        "    command: 'true'\n"
+        "    depends_on: [a]\n"
+        "    retries: lots\n"
+    )
+    (folder / "dup.yaml").write_text("dag_id: good\ntasks:\n  a: {command: 'true'}\n")
+    done = leoflow("dags", "validate", str(folder))
+    assert done.returncode == 1
+    bad = str(folder / "bad.yaml")
+    assert (
+        f"{bad}:2: max_active_tasks: input should be greater than or equal to 1, got 0"
+        in done.stderr
+    )
+    assert f"{bad}:10: tasks.b.retries: input should be a valid integer" in done.stderr
+    assert f"{folder / 'good.yaml'}" in done.stderr  # the duplicate names the first file
+    assert "duplicate dag_id 'good'" in done.stderr
+    assert "ok  good  (1 tasks)" in done.stdout
+
+    (folder / "bad.yaml").unlink()
+    (folder / "dup.yaml").unlink()
+    (folder / "cycle.yaml").write_text(
+        "dag_id: cyc\ntasks:\n  a: {command: x, depends_on: [b]}\n  b: {command: y, depends_on: [a]}\n"
+    )
+    cycle = leoflow("dags", "validate", str(folder))
+    assert cycle.returncode == 1
+    assert "dependency cycle: a -> b -> a" in cycle.stderr
