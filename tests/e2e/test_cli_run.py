@@ -95,7 +95,9 @@ def test_validate_lists_every_problem_with_file_line_and_field(
     (folder / "bad.yaml").unlink()
     (folder / "dup.yaml").unlink()
     (folder / "cycle.yaml").write_text(
-        "dag_id: cyc\ntasks:\n  a: {command: x, depends_on: [b]}\n  b: {command: y, depends_on: [a]}\n"
+        "dag_id: cyc\ntasks:\n"
+        "  a: {command: x, depends_on: [b]}\n"
+        "  b: {command: y, depends_on: [a]}\n"
     )
     cycle = leoflow("dags", "validate", str(folder))
     assert cycle.returncode == 1
