@@ -42,6 +42,14 @@ class CronError(ValueError):
     """The expression is not valid cron; the message says which field and why."""
 
 
+def check_timezone(name: str) -> None:
+    """Raise CronError unless ``name`` is a time zone of the IANA database."""
+    try:
+        ZoneInfo(name)
+    except (KeyError, ValueError) as exc:
+        raise CronError(f"unknown time zone {name!r}") from exc
+
+
 def _value(token: str, lo: int, hi: int, names: dict[str, int], field: str) -> int:
     key = token.lower()
     if key in names:
@@ -104,10 +112,7 @@ class CronSchedule:
             for part, (name, lo, hi, names) in zip(parts, _FIELDS, strict=True)
         ]
         weekdays = frozenset(d % 7 for d in parsed[4])
-        try:
-            ZoneInfo(timezone)
-        except (KeyError, ValueError) as exc:
-            raise CronError(f"unknown time zone {timezone!r}") from exc
+        check_timezone(timezone)
         return cls(
             expression=expression,
             timezone=timezone,

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from leoflow.domain.cron import CronError, CronSchedule
+from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.durations import parse_duration
 
 DAG_ID_PATTERN = r"^[a-z0-9_-]{1,200}$"
@@ -47,6 +47,48 @@ def _quantity(value: object) -> str:
 
 
 Quantity = Annotated[str, BeforeValidator(_quantity)]
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _command(value: object) -> object:
+    # One check with one message, so a wrong command is reported at ``command``
+    # rather than once per member of the list-or-string union.
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, list | tuple) and value and all(isinstance(part, str) for part in value):
+        return list(value)
+    raise ValueError(
+        f"expected a non-empty argv list of strings or a shell string, got {_short(value)}"
+    )
+
+
+Command = Annotated[list[str] | str, BeforeValidator(_command)]
+
+
+def _scalar_to_str(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _env(value: Any) -> Any:
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str) or not _ENV_NAME.match(key):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+        return {k: _scalar_to_str(v) for k, v in value.items()}
+    return value
+
+
+# YAML reads ``WORKERS: 4`` as an int; an environment only holds strings.
+EnvVars = Annotated[dict[str, str], BeforeValidator(_env)]
+SecretName = Annotated[str, Field(pattern=SECRET_NAME_PATTERN)]
 
 
 class _Strict(BaseModel):
@@ -97,9 +139,9 @@ class Execution(_Strict):
 class TaskFields(_Strict):
     """Every field a task may set; ``defaults`` uses the same shape."""
 
-    command: list[str] | str | None = None
+    command: Command | None = None
     image: str | None = None
-    env: dict[str, str] | None = None
+    env: EnvVars | None = None
     depends_on: list[str] | None = None
     retries: int | None = Field(None, ge=0, le=100)
     retry_delay: Duration | None = None
@@ -107,43 +149,18 @@ class TaskFields(_Strict):
     pool: str | None = None
     pool_slots: int | None = Field(None, ge=1)
     priority: int | None = None
-    secrets: list[Annotated[str, Field(pattern=SECRET_NAME_PATTERN)]] | None = None
+    secrets: list[SecretName] | None = None
     resources: Resources | None = None
     execution: Execution | None = None
-
-    @field_validator("command")
-    @classmethod
-    def _command_not_empty(cls, value: list[str] | str | None) -> list[str] | str | None:
-        if value is not None and (not value or (isinstance(value, str) and not value.strip())):
-            raise ValueError("expected a non-empty argv list or shell string")
-        return value
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_names(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            for key in value:
-                if not isinstance(key, str) or not _ENV_NAME.match(key):
-                    raise ValueError(f"environment variable name {key!r} is not valid")
-            return {k: v if isinstance(v, str) else _scalar_to_str(v) for k, v in value.items()}
-        return value
-
-
-def _scalar_to_str(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return value
 
 
 class TaskSpec(_Strict):
     """A task after defaults are applied: what the scheduler and executors read."""
 
     task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
-    command: list[str] | str
+    command: Command
     image: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: EnvVars = Field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
     retries: int = Field(0, ge=0, le=100)
     retry_delay: Duration = 0.0
@@ -151,7 +168,7 @@ class TaskSpec(_Strict):
     pool: str = DEFAULT_POOL
     pool_slots: int = Field(1, ge=1)
     priority: int = 0
-    secrets: tuple[str, ...] = ()
+    secrets: tuple[SecretName, ...] = ()
     resources: Resources = Resources()
     execution: Execution = Execution()
 
@@ -177,14 +194,24 @@ class DagSpec(_Strict):
     tags: tuple[str, ...] = ()
     tasks: dict[str, TaskSpec]
 
-    @model_validator(mode="after")
-    def _check_schedule(self) -> DagSpec:
-        if self.schedule is not None:
+    @field_validator("schedule")
+    @classmethod
+    def _check_schedule(cls, value: str | None) -> str | None:
+        if value is not None:
             try:
-                CronSchedule.parse(self.schedule, self.timezone)
+                CronSchedule.parse(value)  # the zone is checked on its own field
             except CronError as exc:
-                raise ValueError(f"schedule {self.schedule!r}: {exc}") from exc
-        return self
+                raise ValueError(f"{exc} (in {value!r})") from exc
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_timezone(cls, value: str) -> str:
+        try:
+            check_timezone(value)
+        except CronError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
 
     def cron(self) -> CronSchedule | None:
         return CronSchedule.parse(self.schedule, self.timezone) if self.schedule else None
