@@ -300,12 +300,9 @@ def load_dag_folder(folder: Path, options: LoadOptions = LoadOptions()) -> Folde
         dag_id = loaded.spec.dag_id
         if dag_id in result.dags:
             first = result.dags[dag_id].path
-            result.errors.append(
-                DagFileError(
-                    path,
-                    [Problem("dag_id", f"duplicate dag_id {dag_id!r}: already defined in {first}")],
-                )
-            )
+            message = f"duplicate dag_id {dag_id!r}: already defined in {first}"
+            line = _parse(loaded.source)[1].get(("dag_id",))
+            result.errors.append(DagFileError(path, [Problem("dag_id", message, line)]))
             continue
         result.dags[dag_id] = loaded
     return result
