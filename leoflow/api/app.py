@@ -1,0 +1,58 @@
+"""The FastAPI application: ``create_app(store, settings, auth=...)``.
+
+The API talks only to the store; the scheduler (another process in Pro, the same
+one in Lite) polls it. ``notify`` is called after every write so an in-process
+scheduler can wake at once instead of at its next poll.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from leoflow.api import dags, health, logs, pools, runs, tasks
+from leoflow.api.auth import Auth
+from leoflow.api.context import ApiContext
+from leoflow.api.metrics import MetricsMiddleware
+from leoflow.domain.states import IllegalTransition
+from leoflow.settings import Settings
+from leoflow.store import Store
+
+API_VERSION = "1"
+
+
+def create_app(
+    store: Store,
+    settings: Settings,
+    *,
+    auth: Auth,
+    notify: Callable[[], None] | None = None,
+    log_poll_interval: float = 0.5,
+) -> FastAPI:
+    app = FastAPI(
+        title="Leoflow API",
+        version=API_VERSION,
+        description="DAGs, runs, task instances, logs and pools. Bearer tokens with roles "
+        "viewer (every GET), operator (trigger, cancel, clear, pause, logs) and admin "
+        "(apply DAGs, pools). /healthz, /readyz and /metrics are open.",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.leoflow = ApiContext(
+        store=store,
+        settings=settings,
+        auth=auth,
+        notify=notify,
+        log_poll_interval=log_poll_interval,
+    )
+    for module in (health, dags, runs, tasks, logs, pools):
+        app.include_router(module.router)
+
+    @app.exception_handler(IllegalTransition)
+    async def _illegal(request: Request, exc: IllegalTransition) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    app.add_middleware(MetricsMiddleware)
+    return app

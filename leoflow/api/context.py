@@ -1,0 +1,45 @@
+"""What every route reaches through ``request.app.state.leoflow``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from leoflow.api.auth import Auth
+from leoflow.settings import Settings
+from leoflow.store import Store
+
+log = logging.getLogger("leoflow.api")
+
+
+@dataclass
+class ApiContext:
+    store: Store
+    settings: Settings
+    auth: Auth
+    notify: Callable[[], None] | None = None
+    # How often a followed log looks for new bytes and for the end of its try.
+    log_poll_interval: float = 0.5
+    clock: Callable[[], float] = field(default=time.time)
+
+    def changed(self) -> None:
+        """A write went to the store: let an in-process scheduler (Lite) wake now."""
+        if self.notify is None:
+            return
+        try:
+            self.notify()
+        except Exception:  # the write is done; a failing wake-up must not turn it into a 500
+            log.exception("the API's notify callback failed")
+
+
+def _context(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.leoflow
+    return ctx
+
+
+Ctx = Annotated[ApiContext, Depends(_context)]

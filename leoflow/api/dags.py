@@ -1,0 +1,162 @@
+"""DAGs: apply a YAML document, list, get, pause, unpause."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+
+from leoflow.api.auth import Admin, Operator, Viewer
+from leoflow.api.context import Ctx
+from leoflow.api.lookup import dag_or_404
+from leoflow.api.schemas import (
+    FILE_NAME_PATTERN,
+    ApplyResult,
+    DagDetail,
+    DagList,
+    DagSummary,
+    DagValidationError,
+    DagValidationResponse,
+    ErrorOut,
+    ImportError_,
+    Problem,
+    dag_detail,
+    dag_summary,
+)
+from leoflow.domain.loader import DagFileError, LoadOptions, parse_dag
+
+router = APIRouter(prefix="/api/v1/dags", tags=["dags"])
+
+MAX_DAG_BYTES = 1024 * 1024
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
+_YAML_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "the DAG document (leoflow.yaml), as text",
+        "content": {t: {"schema": {"type": "string"}} for t in ("application/yaml", "text/plain")},
+    }
+}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "no such DAG"},
+}
+
+
+def _api_path(name: str) -> Path:
+    return Path(f"<api>/{name}")
+
+
+@router.post(
+    "",
+    response_model=ApplyResult,
+    openapi_extra=_YAML_BODY,
+    responses={
+        201: {"model": ApplyResult, "description": "a new DAG"},
+        413: {"model": ErrorOut},
+        422: {"model": DagValidationResponse, "description": "the document is invalid"},
+    },
+    summary="Apply a DAG document (create or replace)",
+)
+async def apply_dag(
+    request: Request,
+    ctx: Ctx,
+    who: Admin,
+    name: Annotated[
+        str, Query(pattern=FILE_NAME_PATTERN, description="file name errors are reported under")
+    ] = "leoflow.yaml",
+) -> JSONResponse:
+    body = await request.body()
+    file = str(_api_path(name))
+    if len(body) > MAX_DAG_BYTES:
+        return JSONResponse(
+            {"detail": f"{file}: the document is {len(body)} bytes; the limit is {MAX_DAG_BYTES}"},
+            status_code=413,
+        )
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = Problem(file=file, field="", line=None, message=f"not UTF-8 text: {exc}")
+        return _invalid(file, [problem])
+    settings = ctx.settings
+    store = ctx.store
+    known_pools = {p.name for p in await store.list_pools()} | set(settings.pools)
+    options = LoadOptions(
+        known_pools=known_pools,
+        passthrough=settings.task_pod_passthrough if settings.executor == "kubernetes" else None,
+    )
+    try:
+        spec = parse_dag(text, _api_path(name), options)
+    except DagFileError as exc:
+        problems = [
+            Problem(file=file, field=p.field, line=p.line, message=p.message) for p in exc.problems
+        ]
+        return _invalid(file, problems)
+    except RecursionError:
+        problem = Problem(file=file, field="", line=None, message="the document nests too deeply")
+        return _invalid(file, [problem])
+    previous = await store.get_dag(spec.dag_id)
+    spec_json = spec.model_dump_json()
+    fileloc = f"api:{spec.dag_id}"
+    changed = await store.upsert_dag(
+        spec.dag_id,
+        fileloc=fileloc,
+        spec_json=spec_json,
+        spec_hash=hashlib.sha256(spec_json.encode()).hexdigest(),
+        source=text,
+    )
+    if changed:
+        ctx.changed()
+    result = ApplyResult(
+        dag_id=spec.dag_id,
+        created=previous is None,
+        changed=changed,
+        fileloc=fileloc,
+        previous_fileloc=None if previous is None else previous.fileloc,
+        task_count=len(spec.tasks),
+    )
+    return JSONResponse(
+        result.model_dump(mode="json"), status_code=201 if previous is None else 200
+    )
+
+
+def _invalid(file: str, problems: list[Problem]) -> JSONResponse:
+    error = DagValidationError(
+        message=f"{file} is not a valid DAG: {len(problems)} problem(s); nothing was stored",
+        file=file,
+        problems=problems,
+    )
+    return JSONResponse({"detail": error.model_dump(mode="json")}, status_code=422)
+
+
+@router.get("", response_model=DagList, summary="List DAGs and DAG files that failed to load")
+async def list_dags(ctx: Ctx, who: Viewer) -> DagList:
+    rows = await ctx.store.list_dags()
+    errors = await ctx.store.list_dag_errors()
+    return DagList(
+        dags=[dag_summary(row) for row in rows],
+        import_errors=[ImportError_(fileloc=f, error=e) for f, e in errors],
+    )
+
+
+@router.get("/{dag_id}", response_model=DagDetail, responses=_ERRORS)
+async def get_dag(dag_id: str, ctx: Ctx, who: Viewer) -> DagDetail:
+    return dag_detail(await dag_or_404(ctx.store, dag_id))
+
+
+async def _set_paused(ctx: Ctx, dag_id: str, paused: bool) -> DagSummary:
+    await dag_or_404(ctx.store, dag_id)
+    await ctx.store.set_dag_paused(dag_id, paused)
+    ctx.changed()
+    return dag_summary(await dag_or_404(ctx.store, dag_id))
+
+
+@router.post("/{dag_id}/pause", response_model=DagSummary, responses=_ERRORS)
+async def pause_dag(dag_id: str, ctx: Ctx, who: Operator) -> DagSummary:
+    return await _set_paused(ctx, dag_id, True)
+
+
+@router.post("/{dag_id}/unpause", response_model=DagSummary, responses=_ERRORS)
+async def unpause_dag(dag_id: str, ctx: Ctx, who: Operator) -> DagSummary:
+    return await _set_paused(ctx, dag_id, False)

@@ -1,0 +1,158 @@
+"""Runs: trigger, list (filters, keyset pagination), get, cancel."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
+
+from leoflow.api.auth import Operator, Viewer
+from leoflow.api.context import Ctx
+from leoflow.api.lookup import dag_or_404, run_or_404, spec_of
+from leoflow.api.schemas import ErrorOut, RunOut, RunPage, TriggerIn, run_out
+from leoflow.domain.states import RUN_TERMINAL, RunState
+from leoflow.store.errors import RunExists
+from leoflow.store.rows import TaskSeed
+
+router = APIRouter(prefix="/api/v1", tags=["runs"])
+
+MAX_PAGE = 1000
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut},
+    409: {"model": ErrorOut},
+}
+
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
+Before = Annotated[
+    int | None, Query(ge=1, le=2**62, description="the next_cursor of the previous page")
+]
+States = Annotated[list[RunState] | None, Query(description="only runs in these states")]
+
+
+def new_run_id(now: float) -> str:
+    stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
+    return f"manual__{stamp}_{secrets.token_hex(3)}"
+
+
+async def _page(
+    ctx: Ctx, dag_id: str | None, state: list[RunState] | None, before: int | None, limit: int
+) -> RunPage:
+    # One row more than asked says whether another page exists.
+    rows = await ctx.store.list_runs(
+        dag_id=dag_id, states=state or None, limit=limit + 1, before_pk=before
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return RunPage(
+        runs=[run_out(r) for r in rows], next_cursor=rows[-1].pk if more and rows else None
+    )
+
+
+@router.get("/runs", response_model=RunPage, summary="List runs, newest first")
+async def list_runs(
+    ctx: Ctx,
+    who: Viewer,
+    dag_id: Annotated[str | None, Query(max_length=200)] = None,
+    state: States = None,
+    before: Before = None,
+    limit: Limit = 100,
+) -> RunPage:
+    return await _page(ctx, dag_id, state, before, limit)
+
+
+@router.get("/dags/{dag_id}/runs", response_model=RunPage, summary="List a DAG's runs")
+async def list_dag_runs(
+    dag_id: str,
+    ctx: Ctx,
+    who: Viewer,
+    state: States = None,
+    before: Before = None,
+    limit: Limit = 100,
+) -> RunPage:
+    return await _page(ctx, dag_id, state, before, limit)
+
+
+@router.post(
+    "/dags/{dag_id}/runs",
+    status_code=201,
+    response_model=RunOut,
+    responses=_ERRORS,
+    summary="Trigger a run",
+    description="The run is created queued; the scheduler starts it as max_active_runs "
+    "allows. A paused or inactive DAG is refused with 409 (unpause it first).",
+)
+async def trigger_run(
+    dag_id: str, ctx: Ctx, who: Operator, body: TriggerIn | None = None
+) -> JSONResponse:
+    body = body or TriggerIn()
+    dag = await dag_or_404(ctx.store, dag_id)
+    if dag.paused:
+        raise HTTPException(409, f"DAG {dag_id!r} is paused: unpause it to trigger a run")
+    if not dag.active:
+        raise HTTPException(409, f"DAG {dag_id!r} is inactive: its file is gone ({dag.fileloc})")
+    spec = spec_of(dag)
+    if spec is None:
+        raise HTTPException(409, f"DAG {dag_id!r} has a stored spec this version cannot read")
+    seeds = [
+        TaskSeed(t.task_id, t.pool, t.pool_slots, t.priority, t.max_tries)
+        for t in spec.tasks.values()
+    ]
+    run_id = body.run_id or new_run_id(time.time())
+    try:
+        row = await ctx.store.create_run(
+            dag_id,
+            run_id,
+            run_type="manual",
+            logical_date=None,
+            conf=body.conf,
+            tasks=seeds,
+            epoch=None,
+        )
+    except RunExists as exc:
+        raise HTTPException(409, str(exc)) from exc
+    ctx.changed()
+    out = run_out(row)
+    return JSONResponse(
+        out.model_dump(mode="json"),
+        status_code=201,
+        headers={"Location": f"/api/v1/dags/{dag_id}/runs/{run_id}"},
+    )
+
+
+@router.get("/dags/{dag_id}/runs/{run_id}", response_model=RunOut, responses=_ERRORS)
+async def get_run(dag_id: str, run_id: str, ctx: Ctx, who: Viewer) -> RunOut:
+    return run_out(await run_or_404(ctx.store, dag_id, run_id))
+
+
+@router.post(
+    "/dags/{dag_id}/runs/{run_id}/cancel",
+    response_model=RunOut,
+    responses=_ERRORS,
+    summary="Cancel a queued or running run",
+    description="The run turns failed at once; the scheduler then stops its task instances.",
+)
+async def cancel_run(dag_id: str, run_id: str, ctx: Ctx, who: Operator) -> RunOut:
+    store = ctx.store
+    run = await run_or_404(store, dag_id, run_id)
+    # The run may go queued -> running between the read and the write: read again.
+    for _ in range(3):
+        if run.state in RUN_TERMINAL:
+            raise HTTPException(409, f"run {run_id!r} is already {run.state.value}")
+        if await store.transition_run(
+            run.pk,
+            run.state,
+            RunState.FAILED,
+            epoch=None,
+            ended_at=time.time(),
+            message=f"cancelled by {who.name}",
+        ):
+            ctx.changed()
+            break
+        run = await run_or_404(store, dag_id, run_id)
+    else:  # pragma: no cover - three lost races in a row
+        raise HTTPException(409, f"run {run_id!r} keeps changing; try again")
+    return run_out(await run_or_404(store, dag_id, run_id))

@@ -1,0 +1,324 @@
+"""The API's response and request bodies (pydantic), and converters from store rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from leoflow.domain.dag import DagSpec
+from leoflow.domain.states import RunState, TaskState
+from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:+~-]{0,249}$"
+POOL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
+FILE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
+
+
+def ts(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ----------------------------------------------------------------------- DAGs
+
+
+class DagSummary(_Out):
+    dag_id: str
+    fileloc: str
+    paused: bool
+    active: bool
+    description: str | None
+    schedule: str | None
+    timezone: str
+    max_active_runs: int
+    max_active_tasks: int
+    tags: list[str]
+    task_count: int
+    updated_at: datetime | None
+    last_error: str | None = Field(description="the import error of the DAG's file, if any")
+
+
+class ImportError_(_Out):
+    fileloc: str
+    error: str
+
+
+class DagList(_Out):
+    dags: list[DagSummary]
+    import_errors: list[ImportError_]
+
+
+class TaskOut(_Out):
+    task_id: str
+    depends_on: list[str]
+    command: list[str] | str
+    pool: str
+    pool_slots: int
+    priority: int
+    retries: int
+    retry_delay: float
+    timeout: float | None
+
+
+class DagDetail(DagSummary):
+    source: str | None
+    tasks: list[TaskOut]
+    spec: dict[str, Any]
+
+
+class Problem(_Out):
+    file: str
+    field: str
+    line: int | None
+    message: str
+
+
+class DagValidationError(_Out):
+    message: str
+    file: str
+    problems: list[Problem]
+
+
+class DagValidationResponse(_Out):
+    detail: DagValidationError
+
+
+class ApplyResult(_Out):
+    dag_id: str
+    created: bool
+    changed: bool
+    fileloc: str
+    previous_fileloc: str | None
+    task_count: int
+
+
+def _spec(row: DagRow) -> DagSpec | None:
+    try:
+        return DagSpec.model_validate_json(row.spec_json)
+    except ValueError:
+        return None
+
+
+def dag_summary(row: DagRow, spec: DagSpec | None = None) -> DagSummary:
+    spec = spec or _spec(row)
+    return DagSummary(
+        dag_id=row.dag_id,
+        fileloc=row.fileloc,
+        paused=row.paused,
+        active=row.active,
+        description=spec.description if spec else None,
+        schedule=spec.schedule if spec else None,
+        timezone=spec.timezone if spec else "UTC",
+        max_active_runs=spec.max_active_runs if spec else 0,
+        max_active_tasks=spec.max_active_tasks if spec else 0,
+        tags=list(spec.tags) if spec else [],
+        task_count=len(spec.tasks) if spec else 0,
+        updated_at=ts(row.updated_at),
+        last_error=row.last_error,
+    )
+
+
+def dag_detail(row: DagRow) -> DagDetail:
+    spec = _spec(row)
+    summary = dag_summary(row, spec)
+    tasks = [
+        TaskOut(
+            task_id=t.task_id,
+            depends_on=list(t.depends_on),
+            command=t.command,
+            pool=t.pool,
+            pool_slots=t.pool_slots,
+            priority=t.priority,
+            retries=t.retries,
+            retry_delay=t.retry_delay,
+            timeout=t.timeout,
+        )
+        for t in (spec.tasks.values() if spec else ())
+    ]
+    return DagDetail(
+        **summary.model_dump(),
+        source=row.source,
+        tasks=tasks,
+        spec=spec.model_dump(mode="json") if spec else {},
+    )
+
+
+# ----------------------------------------------------------------------- runs
+
+
+class RunOut(_Out):
+    pk: int
+    dag_id: str
+    run_id: str
+    state: RunState
+    run_type: str
+    logical_date: datetime | None
+    conf: dict[str, Any]
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    message: str | None
+
+
+class RunPage(_Out):
+    runs: list[RunOut]
+    next_cursor: int | None = Field(
+        description="pass as ?before= for the next (older) page; null on the last page"
+    )
+
+
+class TriggerIn(_In):
+    conf: dict[str, Any] = Field(default_factory=dict)
+    run_id: str | None = Field(None, pattern=RUN_ID_PATTERN)
+
+
+def run_out(row: RunRow) -> RunOut:
+    return RunOut(
+        pk=row.pk,
+        dag_id=row.dag_id,
+        run_id=row.run_id,
+        state=row.state,
+        run_type=row.run_type,
+        logical_date=ts(row.logical_date),
+        conf=row.conf,
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+        started_at=ts(row.started_at),
+        ended_at=ts(row.ended_at),
+        message=row.message,
+    )
+
+
+# -------------------------------------------------------------- task instances
+
+
+class TaskInstanceOut(_Out):
+    pk: int
+    dag_id: str
+    run_id: str
+    task_id: str
+    state: TaskState
+    try_number: int
+    max_tries: int
+    pool: str
+    pool_slots: int
+    priority: int
+    ready_at: datetime | None
+    queued_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    next_retry_at: datetime | None
+    heartbeat_at: datetime | None
+    exit_code: int | None
+    reason: str | None
+    message: str | None
+
+
+class TaskInstancePage(_Out):
+    task_instances: list[TaskInstanceOut]
+    next_cursor: int | None = Field(
+        description="pass as ?after= for the next page; null on the last page"
+    )
+
+
+def ti_out(row: TaskInstanceRow) -> TaskInstanceOut:
+    return TaskInstanceOut(
+        pk=row.pk,
+        dag_id=row.dag_id,
+        run_id=row.run_id,
+        task_id=row.task_id,
+        state=row.state,
+        try_number=row.try_number,
+        max_tries=row.max_tries,
+        pool=row.pool,
+        pool_slots=row.pool_slots,
+        priority=row.priority,
+        ready_at=ts(row.ready_at),
+        queued_at=ts(row.queued_at),
+        started_at=ts(row.started_at),
+        ended_at=ts(row.ended_at),
+        next_retry_at=ts(row.next_retry_at),
+        heartbeat_at=ts(row.heartbeat_at),
+        exit_code=row.exit_code,
+        reason=row.reason,
+        message=row.message,
+    )
+
+
+class ClearResult(_Out):
+    cleared: list[str]
+    run: RunOut
+
+
+class Blocker(_Out):
+    reason: str
+    message: str
+    used: int | None
+    limit: int | None
+    needed: int | None
+
+
+class Upstream(_Out):
+    task_id: str
+    state: TaskState
+
+
+class WhyOut(_Out):
+    task_id: str
+    state: TaskState
+    waiting: bool
+    reason: str
+    message: str
+    used: int | None
+    limit: int | None
+    needed: int | None
+    also: list[Blocker]
+    upstreams: list[Upstream]
+    retry_at: datetime | None
+
+
+# ----------------------------------------------------------------------- pools
+
+
+class PoolOut(_Out):
+    name: str
+    slots: int
+    description: str
+    occupied: int = Field(description="pool slots held by queued and running task instances")
+    queued: int
+    running: int
+    source: Literal["store", "settings", "default"]
+
+
+class PoolList(_Out):
+    pools: list[PoolOut]
+
+
+class PoolIn(_In):
+    name: str = Field(pattern=POOL_NAME_PATTERN)
+    slots: int = Field(ge=0, le=1_000_000)
+    description: str = Field("", max_length=1000)
+
+
+class PoolPatch(_In):
+    slots: int | None = Field(None, ge=0, le=1_000_000)
+    description: str | None = Field(None, max_length=1000)
+
+
+# ---------------------------------------------------------------------- health
+
+
+class Health(_Out):
+    status: str
+
+
+class ErrorOut(_Out):
+    detail: str
