@@ -19,20 +19,26 @@ def due_runs(
     that was down for a week does not replay the week. With ``catchup`` every
     fire time since ``start_date`` (or the last run) runs, up to a bound.
     A DAG with no runs yet starts from ``start_date`` when catching up, else
-    from when the scheduler first saw it.
+    from when the scheduler first saw it; no fire before ``start_date`` runs.
     """
     cron = spec.cron()
     if cron is None:
         return []
-    if last_logical is not None:
-        base = last_logical
-    elif spec.catchup and spec.start_date is not None:
+    floor = None
+    if spec.start_date is not None:
         start = spec.start_date
         if start.tzinfo is None:
             start = start.replace(tzinfo=UTC)
-        base = start.timestamp() - 1
+        floor = start.timestamp() - 1  # a fire exactly at start_date runs
+    if last_logical is not None:
+        base = last_logical
+    elif spec.catchup and floor is not None:
+        base = floor
     else:
         base = first_seen
+    if floor is not None:
+        # Nothing runs before start_date, catching up or not.
+        base = max(base, floor)
     if not spec.catchup:
         # Only the latest fire time matters; start close to now so a minutely
         # cron after a long outage does not walk every missed minute.
