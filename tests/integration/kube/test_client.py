@@ -1,0 +1,165 @@
+"""KubeClient over the wire: one method per declared call, errors, Leases, User-Agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from leoflow.kube import calls
+from leoflow.kube.calls import ApiCall
+from leoflow.kube.client import KubeClient, TokenBucket
+from leoflow.kube.errors import AlreadyExists, CallNotDeclared, Conflict, KubeUnavailable, Refused
+from leoflow.kube.pod import build_pod
+from tests.fakekube import FakeApiServer
+
+from .conftest import RELEASE_NS, TASK_NS, declared_calls, launch_for, make_settings
+
+
+def lease(name: str, holder: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": RELEASE_NS},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
+    }
+
+
+def a_pod(ti_pk: int = 1) -> dict[str, Any]:
+    return build_pod(launch_for(ti_pk), make_settings(), agent_endpoint="127.0.0.1:1")
+
+
+async def test_every_method_is_a_declared_call(server: FakeApiServer, kube: KubeClient) -> None:
+    created = await kube.create_pod(a_pod())
+    name = created["metadata"]["name"]
+    page = await kube.list_pods("app.kubernetes.io/managed-by=leoflow")
+    assert [p["metadata"]["name"] for p in page["items"]] == [name]
+    rv = page["metadata"]["resourceVersion"]
+    async with kube.watch_pods("app.kubernetes.io/managed-by=leoflow", rv) as stream:
+        await server.wait_open_watches(1)
+        assert server.open_watches == 1
+        await kube.delete_pod(name, grace_seconds=0)
+        async for kind, obj in stream.events():
+            if kind == "DELETED":
+                assert obj["metadata"]["name"] == name
+                break
+    server.store.append_log(TASK_NS, name, "task", "hello\n")
+    await kube.create_pod(a_pod(2))
+    name2 = a_pod(2)["metadata"]["name"]
+    server.store.append_log(TASK_NS, name2, "task", "hello\n")
+    assert await kube.read_pod_log(name2) == "hello\n"
+    assert await kube.get_lease("leader") is None
+    await kube.create_lease(lease("leader", "a"))
+    assert (await kube.get_lease("leader")) is not None
+    got = await kube.get_lease("leader")
+    assert got is not None
+    await kube.update_lease("leader", got)
+    used = {(v, g, r) for v, g, r, _ in server.seen}
+    assert used == declared_calls(), "every declared call is exercised, and nothing else"
+
+
+async def test_undeclared_call_is_refused(kube: KubeClient) -> None:
+    rogue = ApiCall("list_nodes", "list", "", "nodes", "task")
+    with pytest.raises(CallNotDeclared):
+        await kube._send(rogue, "dispatch")
+    with pytest.raises(CallNotDeclared):
+        await kube._send(calls.DELETE_POD, "gc")  # a delete needs a name
+
+
+async def test_paths_come_from_the_table(kube: KubeClient) -> None:
+    assert kube.path(calls.CREATE_POD) == f"/api/v1/namespaces/{TASK_NS}/pods"
+    assert kube.path(calls.READ_POD_LOG, "p") == f"/api/v1/namespaces/{TASK_NS}/pods/p/log"
+    assert (
+        kube.path(calls.UPDATE_LEASE, "l")
+        == f"/apis/coordination.k8s.io/v1/namespaces/{RELEASE_NS}/leases/l"
+    )
+
+
+async def test_create_twice_is_already_exists(server: FakeApiServer, kube: KubeClient) -> None:
+    await kube.create_pod(a_pod())
+    with pytest.raises(AlreadyExists):
+        await kube.create_pod(a_pod())
+    assert len(server.pod_names(TASK_NS)) == 1
+
+
+async def test_delete_missing_is_false(kube: KubeClient) -> None:
+    assert await kube.delete_pod("lf-nothing-1-1") is False
+
+
+async def test_lease_conflict_on_stale_resource_version(kube: KubeClient) -> None:
+    first = await kube.create_lease(lease("leader", "a"))
+    assert first["metadata"]["resourceVersion"]
+    with pytest.raises(AlreadyExists):
+        await kube.create_lease(lease("leader", "b"))
+    stale = dict(first)
+    fresh = await kube.update_lease("leader", {**first, "spec": {"holderIdentity": "a"}})
+    assert fresh["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
+    with pytest.raises(Conflict) as err:
+        await kube.update_lease("leader", {**stale, "spec": {"holderIdentity": "b"}})
+    assert not isinstance(err.value, AlreadyExists)
+    assert err.value.status == 409
+
+
+async def test_psa_rejection_is_refused_not_retryable(kube: KubeClient) -> None:
+    pod = a_pod()
+    pod["spec"]["securityContext"].pop("runAsNonRoot")
+    with pytest.raises(Refused) as err:
+        await kube.create_pod(pod)
+    assert err.value.status == 403 and not err.value.retryable
+    assert "restricted" in err.value.message
+
+
+async def test_refused_connection_is_unavailable(server: FakeApiServer, kube: KubeClient) -> None:
+    await server.go_away("refuse")
+    with pytest.raises(KubeUnavailable) as err:
+        await kube.list_pods("a=b")
+    assert err.value.retryable
+    await server.come_back()
+    await kube.list_pods("a=b")
+
+
+async def test_user_agent_names_each_component(server: FakeApiServer, kube: KubeClient) -> None:
+    await kube.create_pod(a_pod())
+    await kube.list_pods("a=b")
+    await kube.get_lease("x")
+    await kube.delete_pod("nothing")
+    agents = {c: api.user_agent for c, api in kube._clients.items()}
+    assert agents == {
+        "dispatch": "leoflow-scheduler/0.1.0 (dispatch)",
+        "podcache": "leoflow-scheduler/0.1.0 (podcache)",
+        "leader": "leoflow-scheduler/0.1.0 (leader)",
+        "gc": "leoflow-scheduler/0.1.0 (gc)",
+    }
+    # and on the wire: the apiserver names the field manager after the User-Agent
+    pod = server.pod(TASK_NS, a_pod()["metadata"]["name"])
+    assert pod is not None
+    assert pod["metadata"]["managedFields"][0]["manager"] == "leoflow-scheduler"
+
+
+async def test_kubeconfig_loading(
+    server: FakeApiServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path / "kubeconfig")))
+    client = await KubeClient.from_settings(make_settings())
+    try:
+        await client.create_pod(a_pod())
+        assert server.pod_names(TASK_NS) == [a_pod()["metadata"]["name"]]
+    finally:
+        await client.close()
+
+
+async def test_token_bucket_paces_after_the_burst(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    waits: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", fake_sleep)
+    bucket = TokenBucket(rate=10.0, burst=3)
+    for _ in range(5):
+        await bucket.take()
+    assert waits == [pytest.approx(0.1), pytest.approx(0.1)]
