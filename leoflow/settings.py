@@ -142,7 +142,10 @@ class Settings(BaseSettings):
     def _split_passthrough(cls, value: Any) -> Any:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
-        unknown = sorted(set(value) - set(PASSTHROUGH_FIELDS))
+        if not isinstance(value, list | tuple | set | frozenset):
+            return value  # not a list: the field's type check says so
+        # str(): an item that is not a name (a number, a nested list) is unknown too.
+        unknown = sorted({str(item) for item in value} - set(PASSTHROUGH_FIELDS))
         if unknown:
             raise ValueError(
                 f"unknown field(s) {unknown}; allowed: {', '.join(PASSTHROUGH_FIELDS)}"
