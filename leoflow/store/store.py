@@ -289,6 +289,9 @@ class Store:
         )
 
         self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
+        self._ti_by_pks = sa.select(task_instances).where(
+            _ti.pk.in_(sa.bindparam("b_pks", expanding=True))
+        )
         lock = (
             sa.select(_ti.pk, _ti.state, _ti.try_number)
             .where(_ti.pk.in_(sa.bindparam("b_pks", expanding=True)))
@@ -658,6 +661,20 @@ class Store:
             row = conn.execute(self._ti_by_pk, {"b_pk": ti_pk}).first()
             return None if row is None else _ti_row(row)
 
+        return await self._read(op)
+
+    async def get_task_instances(self, ti_pks: Collection[int]) -> list[TaskInstanceRow]:
+        """The given task instances (those that exist), ordered by pk."""
+        pks = sorted(set(ti_pks))
+
+        def op(conn: Connection) -> list[TaskInstanceRow]:
+            rows: list[TaskInstanceRow] = []
+            for chunk in _chunks(pks, IN_CHUNK):
+                rows.extend(_ti_row(r) for r in conn.execute(self._ti_by_pks, {"b_pks": chunk}))
+            return sorted(rows, key=lambda r: r.pk)
+
+        if not pks:
+            return []
         return await self._read(op)
 
     async def transition_task(
