@@ -15,7 +15,7 @@ BERLIN = "Europe/Berlin"  # 2025: spring forward Mar 30 02:00->03:00, fall back 
 
 
 def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+    return datetime(*args, tzinfo=UTC)  # type: ignore[arg-type,misc]
 
 
 def fires(expression: str, start: datetime, count: int, tz: str = "UTC") -> list[datetime]:

@@ -164,7 +164,11 @@ def test_schedule_error_says_which_cron_field() -> None:
 def test_cron_binds_the_timezone() -> None:
     cron = dag(task(), schedule="0 3 * * *", timezone="Europe/Berlin").cron()
     assert cron is not None
-    assert (cron.expression, cron.timezone, cron.hours) == ("0 3 * * *", "Europe/Berlin", {3})
+    assert (cron.expression, cron.timezone, cron.hours) == (
+        "0 3 * * *",
+        "Europe/Berlin",
+        frozenset({3}),
+    )
     assert dag(task()).cron() is None
 
 

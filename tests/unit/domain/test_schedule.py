@@ -13,7 +13,7 @@ MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 
 
 def ts(*args: int) -> float:
-    return datetime(*args, tzinfo=UTC).timestamp()  # type: ignore[misc]
+    return datetime(*args, tzinfo=UTC).timestamp()  # type: ignore[arg-type,misc]
 
 
 def spec(schedule: str | None = "0 3 * * *", **fields: Any) -> DagSpec:

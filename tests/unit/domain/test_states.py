@@ -138,8 +138,8 @@ def test_every_forbidden_pair_raises() -> None:
 def test_terminal_task_states_only_leave_by_clearing() -> None:
     for state in TASK_TERMINAL:
         assert TASK_TRANSITIONS[state] == {T.NONE}
-    for state in RUN_TERMINAL:
-        assert RUN_TRANSITIONS[state] == {R.RUNNING}
+    for run_state in RUN_TERMINAL:
+        assert RUN_TRANSITIONS[run_state] == {R.RUNNING}
 
 
 def test_state_groups() -> None:
@@ -158,7 +158,8 @@ def test_slots_are_only_taken_through_queued() -> None:
 
 
 def test_states_are_strings() -> None:
-    assert T.UP_FOR_RETRY == "up_for_retry"
+    assert str(T.UP_FOR_RETRY) == "up_for_retry"
+    assert T("up_for_retry") is T.UP_FOR_RETRY
     assert R("success") is R.SUCCESS
 
 
