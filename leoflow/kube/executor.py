@@ -177,10 +177,17 @@ class KubernetesExecutor:
 
     async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
         tracked = self._tries.get((ti_pk, try_number))
-        if tracked is None:
+        if tracked is not None:
+            tracked.cancelled = reason or "cancelled"
+            await self._delete(tracked.name, grace=tracked.grace, component="dispatch")
             return
-        tracked.cancelled = reason or "cancelled"
-        await self._delete(tracked.name, grace=tracked.grace, component="dispatch")
+        # Not one of ours in flight (reported already, or never adopted): a pod of that
+        # try may still run; find it by its labels in the cache (rare, so a scan).
+        if self.cache is None:
+            return
+        for record in self.cache.pods():
+            if record.key == (ti_pk, try_number) and not record.terminal and not record.deleting:
+                await self._delete(record.name, uid=record.uid, component="dispatch")
 
     async def adopt(self, attempts: Sequence[Attempt]) -> set[tuple[int, int]]:
         """The tries whose pods exist (after a scheduler restart).

@@ -324,3 +324,19 @@ async def test_apiserver_cost_is_constant_in_running_tasks(
     finally:
         await ex.stop()
     assert ex.cache is not None and ex.cache.lists == 1
+
+
+async def test_cancel_of_a_try_not_in_flight_finds_its_pod(
+    server: FakeApiServer, kube: KubeClient, reports: Reports
+) -> None:
+    async with FakeKubelet(server, default=Outcome.succeed(after=60)):
+        first = await start_executor(kube, Reports())
+        await first.launch(launch_for(1))
+        await server.wait_for_pod(TASK_NS, name_of(1), phase_is("Running"))
+        await first.stop()
+        second = await start_executor(kube, reports)
+        try:
+            await second.cancel(1, 1, "run cancelled")
+            await server.wait_for_pod(TASK_NS, name_of(1), lambda p: p is None)
+        finally:
+            await second.stop()
