@@ -1,0 +1,184 @@
+"""Admission throughput and cost per decision as the queue grows.
+
+    python benchmarks/bench_admission.py [--sizes 1000,10000,100000] [--reps 5]
+
+For each queue size: build that many ready task instances over 500 DAGs (skewed:
+a few DAGs own most tasks, so their max_active_tasks binds) and 10 pools of
+uneven size (so pools bind too), with random priorities; time filling the queue;
+then run a steady state in which every step releases ``batch`` held task
+instances, offers as many new ones (the queue keeps its size) and calls admit().
+A decision is one admitted task instance; its cost includes its share of the
+release and the offer. Prints JSON; figures are medians over ``reps`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from leoflow.domain.admission import DEFAULT_POOL, Admission, Candidate
+
+DAGS = 500
+POOL_SIZES = [128, 64, 32, 16, 16, 8, 8, 4, 4, 2]
+POOLS = [DEFAULT_POOL] + [f"pool_{i}" for i in range(1, len(POOL_SIZES))]
+PARALLELISM = 256
+DAG_LIMIT = 4
+DECISIONS_PER_RUN = 20_000
+
+
+class Workload:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.next_key = 0
+        self.dag_ids = [f"dag_{i:03d}" for i in range(DAGS)]
+        self.dag_weights = [1.0 / (i + 1) for i in range(DAGS)]
+        self.pool_weights = [float(s) for s in POOL_SIZES]
+
+    def candidates(self, n: int) -> list[Candidate]:
+        rng = self.rng
+        dags = rng.choices(self.dag_ids, self.dag_weights, k=n)
+        pools = rng.choices(POOLS, self.pool_weights, k=n)
+        out = []
+        for dag, pool in zip(dags, pools, strict=True):
+            key = self.next_key
+            self.next_key += 1
+            slots = rng.choices((1, 2, 4), (80, 15, 5))[0]
+            out.append(
+                Candidate(
+                    key=key,
+                    dag_id=dag,
+                    pool=pool,
+                    pool_slots=slots,
+                    priority=rng.randrange(10),
+                    run_order=float(rng.randrange(key // 50 + 1)),
+                    ready_order=float(key),
+                )
+            )
+        return out
+
+
+def new_admission() -> Admission:
+    adm = Admission(PARALLELISM, dict(zip(POOLS, POOL_SIZES, strict=True)))
+    return adm
+
+
+def one_run(size: int, batch: int, seed: int) -> dict[str, float]:
+    work = Workload(seed)
+    initial = work.candidates(size)
+    steps = DECISIONS_PER_RUN // batch
+    # Enough fresh candidates for the whole steady state, built before timing.
+    fresh = work.candidates(steps * batch + batch)
+    adm = new_admission()
+    for dag in work.dag_ids:
+        adm.set_dag_limit(dag, DAG_LIMIT)
+
+    gc.collect()
+    t0 = time.perf_counter()
+    for c in initial:
+        adm.offer(c)
+    fill_s = time.perf_counter() - t0
+
+    held = [c.key for c in adm.admit()]
+    rng = random.Random(seed + 1)
+    # Which held task finishes next is random; pick the victims before timing.
+    picks = [rng.random() for _ in range(steps * batch)]
+    decisions = 0
+    released = 0
+    fresh_i = 0
+    pick_i = 0
+    release, offer, admit = adm.release, adm.offer, adm.admit
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        for _ in range(batch):
+            if held:
+                i = int(picks[pick_i] * len(held))
+                pick_i += 1
+                held[i], held[-1] = held[-1], held[i]
+                released += release(held.pop())
+            offer(fresh[fresh_i])
+            fresh_i += 1
+        got = admit()
+        decisions += len(got)
+        held.extend(c.key for c in got)
+    steady_s = time.perf_counter() - t0
+    assert adm.waiting_count + adm.held_count == size + fresh_i - released
+    return {
+        "fill_s": fill_s,
+        "steady_s": steady_s,
+        "decisions": decisions,
+        "waiting_at_end": adm.waiting_count,
+    }
+
+
+def measure(size: int, batch: int, reps: int) -> dict[str, Any]:
+    runs = [one_run(size, batch, seed=1000 + r) for r in range(reps)]
+    per_decision = [r["steady_s"] / r["decisions"] for r in runs]
+    med = statistics.median(per_decision)
+    return {
+        "queue_size": size,
+        "batch": batch,
+        "decisions_per_run": int(statistics.median(r["decisions"] for r in runs)),
+        "decisions_per_s": round(1.0 / med),
+        "us_per_decision": round(med * 1e6, 2),
+        "us_per_decision_min_max": [
+            round(min(per_decision) * 1e6, 2),
+            round(max(per_decision) * 1e6, 2),
+        ],
+        "fill_s": round(statistics.median(r["fill_s"] for r in runs), 4),
+        "fill_us_per_offer": round(statistics.median(r["fill_s"] for r in runs) / size * 1e6, 2),
+        "waiting_at_end": int(statistics.median(r["waiting_at_end"] for r in runs)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--batches", default="1,64")
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    batches = [int(b) for b in args.batches.split(",")]
+    results = [measure(size, batch, args.reps) for batch in batches for size in sizes]
+    flat = {}
+    for batch in batches:
+        rows = [r for r in results if r["batch"] == batch]
+        flat[f"batch_{batch}_cost_ratio_largest_vs_smallest"] = round(
+            rows[-1]["us_per_decision"] / rows[0]["us_per_decision"], 2
+        )
+    print(
+        json.dumps(
+            {
+                "benchmark": "admission",
+                "python": platform.python_version(),
+                "config": {
+                    "dags": DAGS,
+                    "dag_max_active_tasks": DAG_LIMIT,
+                    "pools": dict(zip(POOLS, POOL_SIZES, strict=True)),
+                    "parallelism": PARALLELISM,
+                    "pool_slots_mix": {"1": 0.80, "2": 0.15, "4": 0.05},
+                    "priorities": "uniform 0-9",
+                    "reps": args.reps,
+                    "statistic": "median over reps",
+                    "decision": "one admitted task instance, incl. its release and re-offer",
+                },
+                "results": results,
+                "flatness": flat,
+                "target_decisions_per_s": 50_000,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
