@@ -170,7 +170,7 @@ def test_read_only_root_mounts_tmp() -> None:
 
 
 def test_resources_exactly_as_declared() -> None:
-    spec = {
+    spec: dict[str, Any] = {
         "resources": {
             "requests": {"cpu": "250m", "ephemeral_storage": "1Gi"},
             "limits": {"cpu": 2, "memory": "512Mi", "ephemeral_storage": "5Gi"},
