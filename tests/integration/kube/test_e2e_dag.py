@@ -80,3 +80,38 @@ async def test_dag_runs_through_pods_and_real_agents(
     assert server.counts[("create", "", "pods")] == 4
     assert server.counts[("list", "", "pods")] == 1
     assert server.counts[("get", "", "pods")] == 0
+
+
+async def test_leoflow_run_cli_with_the_kubernetes_executor(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``leoflow run FILE --executor kubernetes`` as a user runs it: its own process, the
+    settings from the environment, the exit code of the run (1: a task failed)."""
+    bin_dir = str(Path(sys.executable).parent)
+    # The fake kubelet (in this process) starts the pods' `leoflow agent`.
+    monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(server.kubeconfig(tmp_path / "kubeconfig")),
+        "LEOFLOW_HOME": str(tmp_path / "home"),
+        "LEOFLOW_SECRETS_DIR": str(tmp_path),
+        "LEOFLOW_TASK_NAMESPACE": TASK_NS,
+        "LEOFLOW_SCHEDULER_POLL_INTERVAL": "0.2",
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    path = tmp_path / "dag.yaml"
+    path.write_text(
+        "dag_id: cli_kube\ntasks:\n  ok: {command: 'echo fine'}\n"
+        "  bad: {command: 'exit 9', depends_on: [ok]}\n"
+    )
+    async with FakeKubelet(server, run_commands=True, namespace=TASK_NS):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "leoflow.cli", "run", str(path), "--executor", "kubernetes",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 1, text
+    assert "exited with code 9" in text or "exit code 9" in text, text
+    assert "ok    success" in text, text
+    assert len(server.pod_names(TASK_NS)) == 2
