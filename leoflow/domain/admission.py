@@ -127,8 +127,12 @@ class WaitReason:
         return (self, *self.also)
 
 
-_SortKey: TypeAlias = tuple[int, float, float, int]
-_Entry: TypeAlias = tuple[_SortKey, int, Candidate]
+# A waiting candidate's heap entry, flat so that comparing two is one tuple compare:
+# (-priority, run_order, ready_order, key, seq, candidate). ``seq`` is unique per
+# offer, so the candidate itself is never compared. An entry is also the sort key
+# of its group and lane entries: any entry <= a group's head is a lower bound of it.
+_Entry: TypeAlias = tuple[int, float, float, int, int, Candidate]
+_SortKey: TypeAlias = _Entry
 
 _IDLE, _IN, _PARKED = 0, 1, 2
 _NO_TOKEN = -1
@@ -146,7 +150,7 @@ class _Group:
         self.live = 0  # entries that are still waiting; the rest are withdrawn
         self.state = _IDLE  # _IN its lane, _PARKED under its DAG, or _IDLE (empty)
         self.token = _NO_TOKEN  # token of its one valid entry in the lane heap
-        self.key: _SortKey = (0, 0.0, 0.0, 0)  # that entry's key, when _IN
+        self.key: _SortKey | None = None  # that entry's key, when _IN
 
 
 class _Lane:
@@ -161,15 +165,11 @@ class _Lane:
         self.members = 0  # groups _IN this lane
         self.state = _IDLE  # _IN the top heap, _PARKED under its pool, or _IDLE (empty)
         self.token = _NO_TOKEN
-        self.key: _SortKey = (0, 0.0, 0.0, 0)
+        self.key: _SortKey | None = None  # its top-heap entry's key, when _IN
 
 
 # Rebuild a heap once stale entries outnumber live ones by this much.
 _SLACK = 64
-
-
-def _sort_key(c: Candidate) -> _SortKey:
-    return (-c.priority, c.run_order, c.ready_order, c.key)
 
 
 def _check_limit(what: str, n: int) -> None:
@@ -198,8 +198,11 @@ class Admission:
             _check_limit(f"pool {name} slots", slots)
             self._pool_size[name] = slots
         self._dag_limit: dict[str, int] = {}
-        # key -> its live heap entry; identity of the entry marks it valid.
+        # key -> its heap entry. Entries leave a group heap when admitted; a withdrawn
+        # one stays until it surfaces, marked by its seq here (usually an empty set, so
+        # the hot path never probes the big dict above).
         self._waiting: dict[int, _Entry] = {}
+        self._withdrawn: set[int] = set()
         self._held: dict[int, Candidate] = {}
         self._dag_used: dict[str, int] = {}
         self._pool_used: dict[str, int] = {}
@@ -250,14 +253,13 @@ class Admission:
         k = c.key
         if k in self._waiting or k in self._held:
             return False
-        sk = _sort_key(c)
-        entry = (sk, next(self._tokens), c)
+        entry = (-c.priority, c.run_order, c.ready_order, k, next(self._tokens), c)
         self._waiting[k] = entry
         g = self._group(c)
         g.live += 1
         heapq.heappush(g.heap, entry)
-        if g.state == _IDLE or (g.state == _IN and sk < g.key):
-            self._enter_lane(g, sk)
+        if g.state == _IDLE or (g.state == _IN and g.key is not None and entry < g.key):
+            self._enter_lane(g, entry)
         return True
 
     def withdraw(self, key: int) -> bool:
@@ -266,12 +268,19 @@ class Admission:
         entry = self._waiting.pop(key, None)
         if entry is None:
             return False
-        c = entry[2]
+        c = entry[5]
         g = self._groups[(c.dag_id, c.pool, c.pool_slots)]
         g.live -= 1
+        withdrawn = self._withdrawn
+        withdrawn.add(entry[4])
         if len(g.heap) > 2 * g.live + _SLACK:
-            waiting = self._waiting
-            g.heap[:] = [e for e in g.heap if waiting.get(e[2].key) is e]
+            live = []
+            for e in g.heap:
+                if e[4] in withdrawn:
+                    withdrawn.discard(e[4])
+                else:
+                    live.append(e)
+            g.heap[:] = live
             heapq.heapify(g.heap)
         return True
 
@@ -296,6 +305,7 @@ class Admission:
         want = -1 if limit is None else limit
         top = self._top
         waiting = self._waiting
+        withdrawn = self._withdrawn
         held = self._held
         pool_size = self._pool_size
         pool_used = self._pool_used
@@ -324,16 +334,16 @@ class Admission:
                     heappop(lheap)
                     continue
                 gheap = g.heap
-                while gheap and waiting.get(gheap[0][2].key) is not gheap[0]:
-                    heappop(gheap)
+                while gheap and gheap[0][4] in withdrawn:
+                    withdrawn.discard(heappop(gheap)[4])
                 if not gheap:
                     heappop(lheap)
                     lane.members -= 1
                     g.state = _IDLE
                     g.token = _NO_TOKEN
                     continue
-                head = gheap[0][0]
-                if head != gkey:
+                head = gheap[0]
+                if head is not gkey:
                     g.token = t = next(tokens)
                     g.key = head
                     heapreplace(lheap, (head, t, g))
@@ -358,12 +368,12 @@ class Admission:
                 lane.token = _NO_TOKEN
                 self._active_lanes -= 1
                 continue
-            if gkey != lkey:
+            if gkey is not lkey:
                 lane.token = t = next(tokens)
                 lane.key = gkey
                 heapreplace(top, (gkey, t, lane))
                 continue
-            c = heappop(gheap)[2]
+            c = heappop(gheap)[5]
             del waiting[c.key]
             g.live -= 1
             held[c.key] = c
@@ -371,6 +381,32 @@ class Admission:
             dag_used[dag] = dag_used.get(dag, 0) + 1
             pool_used[pool] = pool_used.get(pool, 0) + lane.demand
             out.append(c)
+            # Re-key g and its lane now, while both sit on top of their heaps: the next
+            # round then usually finds them valid and admits without a detour.
+            while gheap and gheap[0][4] in withdrawn:
+                withdrawn.discard(heappop(gheap)[4])
+            if gheap:
+                head = gheap[0]
+                g.token = t = next(tokens)
+                g.key = head
+                heapreplace(lheap, (head, t, g))
+            else:
+                heappop(lheap)
+                lane.members -= 1
+                g.state = _IDLE
+                g.token = _NO_TOKEN
+                g.key = None
+            if lheap:
+                head = lheap[0][0]
+                lane.token = t = next(tokens)
+                lane.key = head
+                heapreplace(top, (head, t, lane))
+            else:
+                heappop(top)
+                lane.state = _IDLE
+                lane.token = _NO_TOKEN
+                lane.key = None
+                self._active_lanes -= 1
         return out
 
     def release(self, key: int) -> bool:
@@ -438,7 +474,7 @@ class Admission:
         entry = self._waiting.get(key)
         if entry is None:
             return None
-        c = entry[2]
+        c = entry[5]
         return self._reason(c.dag_id, c.pool, c.pool_slots)
 
     def depth_by_reason(self) -> dict[Reason, int]:
@@ -564,7 +600,7 @@ class Admission:
         if len(lane.heap) > 2 * lane.members + _SLACK:
             lane.heap[:] = [e for e in lane.heap if e[2].token == e[1]]
             heapq.heapify(lane.heap)
-        if lane.state == _IDLE or (lane.state == _IN and key < lane.key):
+        if lane.state == _IDLE or (lane.state == _IN and lane.key is not None and key < lane.key):
             self._activate(lane, key)
 
     def _activate(self, lane: _Lane, key: _SortKey) -> None:
@@ -598,14 +634,14 @@ class Admission:
         parked = self._parked_groups.pop(dag, None)
         if not parked:
             return
-        waiting = self._waiting
+        withdrawn = self._withdrawn
         for g in parked:
             g.state = _IDLE
             gheap = g.heap
-            while gheap and waiting.get(gheap[0][2].key) is not gheap[0]:
-                heapq.heappop(gheap)
+            while gheap and gheap[0][4] in withdrawn:
+                withdrawn.discard(heapq.heappop(gheap)[4])
             if gheap:
-                self._enter_lane(g, gheap[0][0])
+                self._enter_lane(g, gheap[0])
 
     def _rearm_pool(self, pool: str) -> None:
         """Return the pool's parked lanes to the top heap if their pool_slots fit now."""
