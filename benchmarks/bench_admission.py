@@ -2,9 +2,11 @@
 
     python benchmarks/bench_admission.py [--sizes 1000,10000,100000] [--reps 5]
 
-For each queue size: build that many ready task instances over 500 DAGs (skewed:
-a few DAGs own most tasks, so their max_active_tasks binds) and 10 pools of
-uneven size (so pools bind too), with random priorities; time filling the queue;
+Two scenarios. ``skewed`` (the stress case): 500 DAGs of which a few own most
+tasks, max_active_tasks 4 (so it binds), 10 pools of uneven size (so pools bind
+too). ``uniform``: 500 equally busy DAGs with the DagSpec default of 16, 10 equal
+pools. For each queue size: build that many ready task instances with random
+priorities; time filling the queue;
 then run a steady state in which every step releases ``batch`` held task
 instances, offers as many new ones (the queue keeps its size) and calls admit().
 A decision is one admitted task instance; its cost includes its share of the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import heapq
 import json
 import platform
 import random
@@ -29,20 +32,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from leoflow.domain.admission import DEFAULT_POOL, Admission, Candidate
 
 DAGS = 500
-POOL_SIZES = [128, 64, 32, 16, 16, 8, 8, 4, 4, 2]
-POOLS = [DEFAULT_POOL] + [f"pool_{i}" for i in range(1, len(POOL_SIZES))]
+POOLS = [DEFAULT_POOL] + [f"pool_{i}" for i in range(1, 10)]
 PARALLELISM = 256
-DAG_LIMIT = 4
 DECISIONS_PER_RUN = 20_000
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "skewed": {
+        "dag_weights": [1.0 / (i + 1) for i in range(DAGS)],
+        "dag_limit": 4,
+        "pool_sizes": [128, 64, 32, 16, 16, 8, 8, 4, 4, 2],
+    },
+    "uniform": {
+        "dag_weights": [1.0] * DAGS,
+        "dag_limit": 16,
+        "pool_sizes": [32] * 10,
+    },
+}
 
 
 class Workload:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, scenario: dict[str, Any], seed: int) -> None:
         self.rng = random.Random(seed)
         self.next_key = 0
         self.dag_ids = [f"dag_{i:03d}" for i in range(DAGS)]
-        self.dag_weights = [1.0 / (i + 1) for i in range(DAGS)]
-        self.pool_weights = [float(s) for s in POOL_SIZES]
+        self.dag_weights = scenario["dag_weights"]
+        self.pool_weights = [float(s) for s in scenario["pool_sizes"]]
 
     def candidates(self, n: int) -> list[Candidate]:
         rng = self.rng
@@ -67,20 +80,15 @@ class Workload:
         return out
 
 
-def new_admission() -> Admission:
-    adm = Admission(PARALLELISM, dict(zip(POOLS, POOL_SIZES, strict=True)))
-    return adm
-
-
-def one_run(size: int, batch: int, seed: int) -> dict[str, float]:
-    work = Workload(seed)
+def one_run(scenario: dict[str, Any], size: int, batch: int, seed: int) -> dict[str, float]:
+    work = Workload(scenario, seed)
     initial = work.candidates(size)
     steps = DECISIONS_PER_RUN // batch
     # Enough fresh candidates for the whole steady state, built before timing.
     fresh = work.candidates(steps * batch + batch)
-    adm = new_admission()
+    adm = Admission(PARALLELISM, dict(zip(POOLS, scenario["pool_sizes"], strict=True)))
     for dag in work.dag_ids:
-        adm.set_dag_limit(dag, DAG_LIMIT)
+        adm.set_dag_limit(dag, scenario["dag_limit"])
 
     gc.collect()
     t0 = time.perf_counter()
@@ -120,11 +128,12 @@ def one_run(size: int, batch: int, seed: int) -> dict[str, float]:
     }
 
 
-def measure(size: int, batch: int, reps: int) -> dict[str, Any]:
-    runs = [one_run(size, batch, seed=1000 + r) for r in range(reps)]
+def measure(name: str, size: int, batch: int, reps: int) -> dict[str, Any]:
+    runs = [one_run(SCENARIOS[name], size, batch, seed=1000 + r) for r in range(reps)]
     per_decision = [r["steady_s"] / r["decisions"] for r in runs]
     med = statistics.median(per_decision)
     return {
+        "scenario": name,
         "queue_size": size,
         "batch": batch,
         "decisions_per_run": int(statistics.median(r["decisions"] for r in runs)),
@@ -140,30 +149,62 @@ def measure(size: int, batch: int, reps: int) -> dict[str, Any]:
     }
 
 
+def calibration_us() -> float:
+    """This machine's speed, to compare figures across machines: one heappush plus
+    one heappop on a 150-entry heap of flat tuples, in µs (median of 5)."""
+    rng = random.Random(7)
+    times = []
+    for _ in range(5):
+        heap = [(rng.randrange(10), rng.random(), i) for i in range(150)]
+        heapq.heapify(heap)
+        new = [(rng.randrange(10), rng.random(), 150 + i) for i in range(50_000)]
+        t0 = time.perf_counter()
+        for e in new:
+            heapq.heappush(heap, e)
+            heapq.heappop(heap)
+        times.append((time.perf_counter() - t0) / len(new) * 1e6)
+    return round(statistics.median(times), 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--batches", default="1,64")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--scenarios", default="uniform,skewed")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     batches = [int(b) for b in args.batches.split(",")]
-    results = [measure(size, batch, args.reps) for batch in batches for size in sizes]
+    names = args.scenarios.split(",")
+    results = [
+        measure(name, size, batch, args.reps)
+        for name in names
+        for batch in batches
+        for size in sizes
+    ]
     flat = {}
-    for batch in batches:
-        rows = [r for r in results if r["batch"] == batch]
-        flat[f"batch_{batch}_cost_ratio_largest_vs_smallest"] = round(
-            rows[-1]["us_per_decision"] / rows[0]["us_per_decision"], 2
-        )
+    for name in names:
+        for batch in batches:
+            rows = [r for r in results if r["batch"] == batch and r["scenario"] == name]
+            flat[f"{name}_batch_{batch}_cost_ratio_largest_vs_smallest"] = round(
+                rows[-1]["us_per_decision"] / rows[0]["us_per_decision"], 2
+            )
     print(
         json.dumps(
             {
                 "benchmark": "admission",
                 "python": platform.python_version(),
+                "calibration_us_heappush_pop_150": calibration_us(),
                 "config": {
                     "dags": DAGS,
-                    "dag_max_active_tasks": DAG_LIMIT,
-                    "pools": dict(zip(POOLS, POOL_SIZES, strict=True)),
+                    "scenarios": {
+                        name: {
+                            "dag_max_active_tasks": SCENARIOS[name]["dag_limit"],
+                            "dag_sizes": "1/(i+1) skew" if name == "skewed" else "equal",
+                            "pools": dict(zip(POOLS, SCENARIOS[name]["pool_sizes"], strict=True)),
+                        }
+                        for name in names
+                    },
                     "parallelism": PARALLELISM,
                     "pool_slots_mix": {"1": 0.80, "2": 0.15, "4": 0.05},
                     "priorities": "uniform 0-9",
