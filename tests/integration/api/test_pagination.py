@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -43,8 +44,8 @@ async def _runs(store: Store) -> list[tuple[str, str]]:
     return made
 
 
-async def _walk(client: httpx.AsyncClient, path: str, **params: object) -> list[dict]:  # type: ignore[type-arg]
-    seen: list[dict] = []  # type: ignore[type-arg]
+async def _walk(client: httpx.AsyncClient, path: str, **params: Any) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
     cursor = None
     pages = 0
     while True:
@@ -53,7 +54,7 @@ async def _walk(client: httpx.AsyncClient, path: str, **params: object) -> list[
         assert response.status_code == 200, response.text
         page = response.json()
         pages += 1
-        assert len(page["runs"]) <= int(params.get("limit", 100))  # type: ignore[call-overload]
+        assert len(page["runs"]) <= int(params.get("limit", 100))
         seen += page["runs"]
         cursor = page["next_cursor"]
         if cursor is None:

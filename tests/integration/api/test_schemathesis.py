@@ -24,7 +24,7 @@ from tests.integration.api.conftest import auth_header, make_auth, make_settings
 from tests.integration.api.seed import seed
 
 MAX_EXAMPLES = int(os.environ.get("LEOFLOW_SCHEMATHESIS_EXAMPLES", "25"))
-SEEDED = {
+SEEDED: dict[str, list[Any]] = {
     "dag_id": ["etl"],
     "run_id": ["r", "q"],
     "task_id": ["extract", "transform", "load"],
