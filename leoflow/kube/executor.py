@@ -25,6 +25,7 @@ import contextlib
 import heapq
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,10 @@ Key = tuple[int, int]
 # Creates that fail for want of an answer (or a 5xx/429) are tried again this often;
 # a deterministic name makes a repeated create safe (409 = it went through).
 CREATE_ATTEMPTS = 5
+# A delete (pending timeout, image pull) that gets no answer is tried this often; GC
+# tries a pod again every GC_RETRY seconds until the apiserver answers.
+DELETE_ATTEMPTS = 8
+GC_RETRY = 30.0
 
 
 @dataclass(eq=False)
@@ -104,7 +109,8 @@ class KubernetesExecutor:
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self._deletes: set[asyncio.Task[bool]] = set()
-        self.gc_deleted: list[str] = []  # names, in order (tests and metrics read it)
+        # The latest pods GC deleted, by name (bounded: tests read it).
+        self.gc_deleted: deque[str] = deque(maxlen=10_000)
 
     @classmethod
     async def from_settings(cls, settings: Settings) -> KubernetesExecutor:
@@ -179,7 +185,9 @@ class KubernetesExecutor:
         tracked = self._tries.get((ti_pk, try_number))
         if tracked is not None:
             tracked.cancelled = reason or "cancelled"
-            await self._delete(tracked.name, grace=tracked.grace, component="dispatch")
+            await self._delete_retrying(
+                tracked.name, grace=tracked.grace, uid=None, component="dispatch"
+            )
             return
         # Not one of ours in flight (reported already, or never adopted): a pod of that
         # try may still run; find it by its labels in the cache (rare, so a scan).
@@ -187,7 +195,9 @@ class KubernetesExecutor:
             return
         for record in self.cache.pods():
             if record.key == (ti_pk, try_number) and not record.terminal and not record.deleting:
-                await self._delete(record.name, uid=record.uid, component="dispatch")
+                await self._delete_retrying(
+                    record.name, grace=None, uid=record.uid, component="dispatch"
+                )
 
     async def adopt(self, attempts: Sequence[Attempt]) -> set[tuple[int, int]]:
         """The tries whose pods exist (after a scheduler restart).
@@ -379,8 +389,12 @@ class KubernetesExecutor:
                 record = self.cache.get(name) if self.cache is not None else None
                 if record is None or record.uid != uid or record.deleting:
                     continue  # gone already, or someone is deleting it
-                if await self._delete(name, uid=uid, component="gc"):
+                done = await self._delete(name, uid=uid, component="gc")
+                if done:
                     self.gc_deleted.append(name)
+                elif done is None:  # no answer: try again later, still once at most
+                    retry = self._clock() + min(GC_RETRY, max(self.settings.pod_gc_age, 1.0))
+                    heapq.heappush(self._gc_heap, (retry, uid, name))
             wait = self._gc_heap[0][0] - self._clock() if self._gc_heap else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._gc_wakeup.wait(), wait)
@@ -410,9 +424,11 @@ class KubernetesExecutor:
         grace: int | None = None,
         uid: str | None = None,
         component: str = "gc",
-    ) -> bool:
+    ) -> bool | None:
+        """True: deleted; False: gone already (404) or another pod by now (409);
+        None: it failed and may be worth trying again."""
         if self.client is None:
-            return False
+            return None
         try:
             return await self.client.delete_pod(
                 name,
@@ -424,12 +440,24 @@ class KubernetesExecutor:
             if exc.status == 409:  # the uid precondition: a different pod by now
                 return False
             log.warning("deleting pod %s failed: %s", name, exc)
-            return False
+            return None
+
+    async def _delete_retrying(
+        self, name: str, *, grace: int | None, uid: str | None, component: str = "gc"
+    ) -> bool:
+        delay = 0.5
+        for _ in range(DELETE_ATTEMPTS):
+            done = await self._delete(name, grace=grace, uid=uid, component=component)
+            if done is not None:
+                return done
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+        return False
 
     def _spawn_delete(self, name: str, *, grace: int | None, uid: str | None) -> None:
         if uid is not None:
             self._gc_scheduled.add(uid)  # GC must not delete it a second time
-        task = asyncio.create_task(self._delete(name, grace=grace, uid=uid, component="gc"))
+        task = asyncio.create_task(self._delete_retrying(name, grace=grace, uid=uid))
         self._deletes.add(task)
         task.add_done_callback(self._deletes.discard)
 

@@ -6,8 +6,10 @@ endpoint, the fake apiserver, and the fake kubelet running each pod's command â€
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,16 @@ from leoflow.settings import load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet
 
 from .conftest import TASK_NS
+
+
+@pytest.fixture(autouse=True)
+async def finalize_subprocess_transports() -> AsyncIterator[None]:
+    """Collect the kubelet's finished subprocess transports while the loop still runs;
+    collected after it closes they warn (``Event loop is closed``) in a later test."""
+    yield
+    gc.collect()
+    await asyncio.sleep(0)
+
 
 DAG = """
 dag_id: kube_e2e

@@ -340,3 +340,19 @@ async def test_cancel_of_a_try_not_in_flight_finds_its_pod(
             await server.wait_for_pod(TASK_NS, name_of(1), lambda p: p is None)
         finally:
             await second.stop()
+
+
+async def test_gc_tries_a_failed_delete_again(
+    server: FakeApiServer, kube: KubeClient, reports: Reports
+) -> None:
+    ex = await start_executor(kube, reports, pod_gc_age=0.1)
+    try:
+        server.fail_next(1, status=503, when=lambda info: info.verb == "delete")
+        async with FakeKubelet(server):
+            await ex.launch(launch_for(1))
+            await server.wait_for_pod(TASK_NS, name_of(1), lambda p: p is None)
+            await asyncio.sleep(0.2)  # the pod is gone before the delete's answer arrives
+        assert server.counts[DELETE] == 2, "one 503, then the delete that worked"
+        assert list(ex.gc_deleted) == [name_of(1)]
+    finally:
+        await ex.stop()
