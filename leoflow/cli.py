@@ -174,6 +174,10 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    if args.server or os.environ.get("LEOFLOW_SERVER"):
+        from leoflow.remote_cli import remote_logs
+
+        return remote_logs(args)
     settings = _settings(args)
     return int(_asyncio_run(_logs(settings, args)))
 
@@ -226,6 +230,25 @@ async def _logs(settings: Any, args: argparse.Namespace) -> int:
         await store.close()
 
 
+# ------------------------------------------------------------------ pro roles
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    from leoflow.pro import serve_scheduler
+
+    settings = _settings(args)
+    _configure_logging(settings.log_level, settings.log_format)
+    return int(_asyncio_run(serve_scheduler(settings, executor_name=args.executor)))
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    from leoflow.api.server import serve_api
+
+    settings = _settings(args)
+    _configure_logging(settings.log_level, settings.log_format)
+    return serve_api(settings)
+
+
 # ----------------------------------------------------------------------- agent
 
 
@@ -239,6 +262,8 @@ def cmd_agent(argv: Sequence[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from leoflow.remote_cli import add_remote_commands, add_remote_options
+
     parser = argparse.ArgumentParser(
         prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
     )
@@ -283,7 +308,19 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the try ends"
     )
+    add_remote_options(logs)
     logs.set_defaults(func=cmd_logs)
+
+    add_remote_commands(sub, dags)
+
+    scheduler = sub.add_parser(
+        "scheduler", help="Pro: the scheduler (leader election, executor, agent endpoint)"
+    )
+    scheduler.add_argument("--executor", choices=["kubernetes", "agent", "subprocess"])
+    scheduler.set_defaults(func=cmd_scheduler)
+
+    api = sub.add_parser("api", help="Pro: the HTTP API (talks only to the database)")
+    api.set_defaults(func=cmd_api)
 
     sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)
     return parser

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +31,9 @@ from leoflow.domain.loader import (
     load_dag_file,
     load_dag_folder,
 )
-from leoflow.domain.schedule import due_runs
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
 from leoflow.settings import Settings
 from leoflow.store import Store
-from leoflow.store.errors import RunExists
 from leoflow.store.rows import RunRow
 
 log = logging.getLogger("leoflow.lite")
@@ -112,7 +109,8 @@ async def open_runtime(settings: Settings, executor_name: str, *, solo: bool = F
         if executor.uses_agent:
             from leoflow.scheduler.agent_service import start_agent_service
 
-            closers.append(await start_agent_service(settings, store, scheduler, executor))
+            service = await start_agent_service(settings, store, scheduler, executor)
+            closers.append(service.close)
     except BaseException:
         await store.close()
         raise
@@ -280,12 +278,15 @@ async def serve(
         if api:
             from leoflow.api.server import start_api_in_process
 
-            runtime.closers.append(await start_api_in_process(settings, runtime.store, say))
+            runtime.closers.append(
+                await start_api_in_process(
+                    settings, runtime.store, say, notify=runtime.scheduler.wake
+                )
+            )
         say(
             f"leoflow lite: {len(watcher.good)} DAG(s) from {folder}, state in "
             f"{settings.resolved_database_url}; Ctrl-C stops"
         )
-        seen_since = time.time()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), settings.scheduler_poll_interval)
@@ -297,28 +298,9 @@ async def serve(
                 runtime.scheduler.register_dags(
                     {k: v.spec for k, v in watcher.good.items()}, paused
                 )
-            await create_due_runs(runtime, watcher.good, say, seen_since=seen_since)
     finally:
         say("leoflow lite: stopping")
         await runtime.close()
-
-
-async def create_due_runs(
-    runtime: Runtime, dags: dict[str, LoadedDag], say: Callable[[str], None], seen_since: float
-) -> None:
-    now = time.time()
-    for dag_id, loaded in dags.items():
-        if loaded.spec.schedule is None or dag_id in runtime.scheduler.paused:
-            continue
-        last = await runtime.store.last_scheduled_run(dag_id)
-        for logical_date in due_runs(
-            loaded.spec, last.logical_date if last else None, now, seen_since
-        ):
-            with contextlib.suppress(RunExists):
-                row = await runtime.scheduler.trigger(
-                    dag_id, logical_date=logical_date, run_type="scheduled"
-                )
-                say(f"scheduled run {row.run_id} of {dag_id}")
 
 
 def dumps(data: Any) -> str:

@@ -12,10 +12,13 @@ import logging
 import secrets as _secrets
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import Executor, TaskFinished, TaskStarted
-from leoflow.domain.states import TASK_TERMINAL, TaskState
+from leoflow.domain.progress import after_try
+from leoflow.domain.states import TaskState
 from leoflow.scheduler.agent_endpoint import (
     AgentEndpoint,
     SessionRefused,
@@ -40,51 +43,91 @@ def outcome_of(exit_code: int, oom_killed: bool, timed_out: bool) -> str:
 
 
 class SchedulerBackend:
-    """``AgentBackend`` over the scheduler's mirror, the store and a secret backend."""
+    """``AgentBackend`` for one replica.
 
-    def __init__(self, scheduler: Scheduler, store: Store, secrets: SecretBackend) -> None:
+    On the leader, calls are answered from the scheduler's mirror and state
+    changes go through its loop. On any other replica (every one serves the
+    endpoint, and an agent's connection sticks to whichever it reached) they are
+    compare-and-set writes to the store, which the leader folds into its mirror
+    on its next poll.
+    """
+
+    def __init__(
+        self,
+        scheduler: Callable[[], Scheduler | None],
+        store: Store,
+        secrets: SecretBackend,
+    ) -> None:
         self._scheduler = scheduler
         self._store = store
         self._secrets = secrets
         self._clock = time.time
+        self._specs: dict[str, tuple[str, DagSpec]] = {}
 
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
         use = await self._store.consume_ticket(ticket_hash, now)
         return TicketUse(use.status, use.ti_pk, use.try_number)
 
+    # ------------------------------------------------------------ leader path
+
+    def _local(self, ti_pk: int) -> tuple[Scheduler, TaskSpec, str, str] | None:
+        scheduler = self._scheduler()
+        if scheduler is None:
+            return None
+        ti = scheduler.task(ti_pk)
+        run = scheduler.run_of(ti) if ti is not None else None
+        if ti is None or run is None:
+            return None
+        return scheduler, run.spec.tasks[ti.task_id], run.dag_id, run.run_id
+
     async def session(self, ti_pk: int, try_number: int) -> TaskSession | None:
-        ti = self._scheduler.task(ti_pk)
-        if ti is None or ti.try_number != try_number or ti.state in TASK_TERMINAL:
+        local = self._local(ti_pk)
+        if local is not None:
+            scheduler, spec, dag_id, run_id = local
+            ti = scheduler.task(ti_pk)
+            assert ti is not None
+            if ti.try_number != try_number or ti.state not in _LIVE:
+                return None
+            return TaskSession(ti_pk, try_number, dag_id, run_id, ti.task_id, spec.secrets)
+        row = await self._store.get_task_instance(ti_pk)
+        if row is None or row.try_number != try_number or row.state not in _LIVE:
             return None
-        if ti.state not in (TaskState.QUEUED, TaskState.RUNNING):
-            return None
-        run = self._scheduler.run_of(ti)
-        if run is None:
-            return None
-        spec = run.spec.tasks[ti.task_id]
-        return TaskSession(ti_pk, try_number, run.dag_id, run.run_id, ti.task_id, spec.secrets)
+        task = await self._task_spec(row.dag_id, row.task_id)
+        secrets = task.secrets if task is not None else ()
+        return TaskSession(ti_pk, try_number, row.dag_id, row.run_id, row.task_id, secrets)
 
     async def start(self, s: TaskSession, *, executor_ref: str) -> StartSpec:
-        await self._scheduler.submit(
-            TaskStarted(s.ti_pk, s.try_number, executor_ref, self._clock())
+        now = self._clock()
+        local = self._local(s.ti_pk)
+        if local is not None:
+            scheduler = local[0]
+            await scheduler.submit(TaskStarted(s.ti_pk, s.try_number, executor_ref, now))
+            ti = scheduler.task(s.ti_pk)
+            if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
+                raise SessionRefused("the task instance is no longer waiting for this try to start")
+            return _start_spec(s, local[1])
+        task = await self._task_spec(s.dag_id, s.task_id)
+        if task is None:
+            raise SessionRefused("the task's DAG no longer defines it")
+        started = await self._store.transition_task(
+            s.ti_pk,
+            TaskState.QUEUED,
+            TaskState.RUNNING,
+            epoch=None,
+            expected_try=s.try_number,
+            started_at=now,
+            heartbeat_at=now,
+            executor_ref=executor_ref,
         )
-        ti = self._scheduler.task(s.ti_pk)
-        if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
+        if not started:
             raise SessionRefused("the task instance is no longer waiting for this try to start")
-        run = self._scheduler.run_of(ti)
-        assert run is not None
-        spec = run.spec.tasks[ti.task_id]
-        env = dict(spec.env)
-        env.update(
-            LEOFLOW_DAG_ID=s.dag_id,
-            LEOFLOW_RUN_ID=s.run_id,
-            LEOFLOW_TASK_ID=s.task_id,
-            LEOFLOW_TRY_NUMBER=str(s.try_number),
-        )
-        return StartSpec(argv=spec.argv(), env=env, cwd="", timeout_seconds=spec.timeout)
+        return _start_spec(s, task)
 
     async def heartbeat(self, s: TaskSession) -> bool:
-        return self._scheduler.heartbeat(s.ti_pk, s.try_number) is not None
+        scheduler = self._scheduler()
+        if scheduler is not None and scheduler.task(s.ti_pk) is not None:
+            return scheduler.heartbeat(s.ti_pk, s.try_number) is not None
+        return not await self._store.heartbeat(s.ti_pk, s.try_number, self._clock())
 
     async def append_log(self, s: TaskSession, data: bytes) -> None:
         await self._store.append_log(s.ti_pk, s.try_number, data)
@@ -92,13 +135,59 @@ class SchedulerBackend:
     async def complete(
         self, s: TaskSession, *, exit_code: int, oom_killed: bool, timed_out: bool, message: str
     ) -> None:
+        now = self._clock()
         reason = outcome_of(exit_code, oom_killed, timed_out)
-        await self._scheduler.submit(
-            TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, self._clock())
+        local = self._local(s.ti_pk)
+        if local is not None:
+            await local[0].submit(
+                TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
+            )
+            return
+        row = await self._store.get_task_instance(s.ti_pk)
+        if row is None or row.try_number != s.try_number or row.state not in _LIVE:
+            raise SessionRefused("the task instance no longer accepts this try's outcome")
+        new = after_try(reason, row.try_number, row.max_tries)
+        task = await self._task_spec(s.dag_id, s.task_id)
+        fields: dict[str, object] = {
+            "ended_at": now,
+            "exit_code": exit_code,
+            "reason": reason,
+            "message": message,
+        }
+        if new is TaskState.UP_FOR_RETRY:
+            fields["next_retry_at"] = now + (task.retry_delay if task is not None else 0.0)
+        done = await self._store.transition_task(
+            s.ti_pk, row.state, new, epoch=None, expected_try=s.try_number, **fields
         )
+        if not done:
+            raise SessionRefused("the task instance changed while its outcome was recorded")
 
     async def resolve_secret(self, s: TaskSession, name: str) -> str | None:
         return await self._secrets.get(name)
+
+    async def _task_spec(self, dag_id: str, task_id: str) -> TaskSpec | None:
+        dag = await self._store.get_dag(dag_id)
+        if dag is None:
+            return None
+        cached = self._specs.get(dag_id)
+        if cached is None or cached[0] != dag.spec_hash:
+            cached = (dag.spec_hash, DagSpec.model_validate_json(dag.spec_json))
+            self._specs[dag_id] = cached
+        return cached[1].tasks.get(task_id)
+
+
+_LIVE = (TaskState.QUEUED, TaskState.RUNNING)
+
+
+def _start_spec(s: TaskSession, spec: TaskSpec) -> StartSpec:
+    env = dict(spec.env)
+    env.update(
+        LEOFLOW_DAG_ID=s.dag_id,
+        LEOFLOW_RUN_ID=s.run_id,
+        LEOFLOW_TASK_ID=s.task_id,
+        LEOFLOW_TRY_NUMBER=str(s.try_number),
+    )
+    return StartSpec(argv=spec.argv(), env=env, cwd="", timeout_seconds=spec.timeout)
 
 
 def signing_key(settings: Settings) -> bytes:
@@ -118,23 +207,40 @@ def dial_address(bound: str) -> str:
     return f"{host}:{port}"
 
 
+@dataclass(frozen=True)
+class AgentService:
+    """The running endpoint: the address agents on this host dial, and how to stop it."""
+
+    address: str
+    close: Callable[[], Awaitable[None]]
+
+
 async def start_agent_service(
-    settings: Settings, store: Store, scheduler: Scheduler, executor: Executor
-) -> Callable[[], Awaitable[None]]:
-    """Serve the agent endpoint for ``scheduler``; tell the executor where agents dial."""
-    backend = SchedulerBackend(scheduler, store, DirectorySecrets(settings.resolved_secrets_dir))
+    settings: Settings,
+    store: Store,
+    scheduler: Scheduler | Callable[[], Scheduler | None],
+    executor: Executor | None,
+) -> AgentService:
+    """Serve the agent endpoint; tell the executor, if given, where its agents dial.
+
+    ``scheduler`` is this process's scheduler, or a callable returning the one
+    leading here now (None on a replica that does not lead).
+    """
+    current = scheduler if callable(scheduler) else (lambda: scheduler)
+    backend = SchedulerBackend(current, store, DirectorySecrets(settings.resolved_secrets_dir))
     endpoint = AgentEndpoint(
         backend,
         signing_key(settings),
         heartbeat_interval=settings.heartbeat_interval,
     )
     bound = await endpoint.start(settings.agent_listen)
+    address = settings.agent_endpoint or dial_address(bound)
     target: Any = executor
-    if hasattr(target, "agent_endpoint"):
-        target.agent_endpoint = settings.agent_endpoint or dial_address(bound)
-    log.info("agent endpoint listening on %s", bound)
+    if target is not None and hasattr(target, "agent_endpoint"):
+        target.agent_endpoint = address
+    log.info("agent endpoint listening on %s; agents dial %s", bound, address)
 
     async def close() -> None:
         await endpoint.stop()
 
-    return close
+    return AgentService(address, close)

@@ -35,12 +35,13 @@ from leoflow.domain.execution import (
     TaskStarted,
 )
 from leoflow.domain.progress import after_try, evaluate, waiting_on
+from leoflow.domain.schedule import due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState, run_outcome
 from leoflow.scheduler import metrics
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.store import Store
-from leoflow.store.errors import StaleEpoch
+from leoflow.store.errors import RunExists, StaleEpoch
 from leoflow.store.rows import RunRow, TaskChange, TaskSeed
 
 log = logging.getLogger("leoflow.scheduler")
@@ -108,6 +109,8 @@ class Scheduler:
         self._logs = LogBuffer(store)
         self._last_poll = 0.0
         self._spec_hashes: dict[str, str] = {}
+        self._cron_due: dict[str, float] = {}
+        self._started_at = clock()
         self._pools: dict[str, int] = dict(config.pools)
         self._stopping = False
         self.on_task_change: Callable[[RunMirror, TaskMirror], None] | None = None
@@ -137,11 +140,19 @@ class Scheduler:
         await self._logs.stop()
 
     def register_dags(self, dags: Mapping[str, DagSpec], paused: set[str] | None = None) -> None:
+        for dag_id, spec in dags.items():
+            if self.dags.get(dag_id) != spec:
+                self._cron_due.pop(dag_id, None)  # a new schedule: work out its next fire again
         self.dags = dict(dags)
         if paused is not None:
             self.paused = set(paused)
         for dag_id, spec in self.dags.items():
             self.admission.set_dag_limit(dag_id, spec.max_active_tasks)
+        self._wakeup.set()
+
+    def wake(self) -> None:
+        """Look at the store now rather than at the next poll (another writer changed it)."""
+        self._last_poll = 0.0
         self._wakeup.set()
 
     def set_pool(self, name: str, slots: int) -> None:
@@ -209,6 +220,11 @@ class Scheduler:
         self._wakeup.set()
         return row
 
+    async def join(self) -> None:
+        """Until the loop stops; re-raises what stopped it (LeadershipLost, say)."""
+        if self._loop_task is not None:
+            await asyncio.shield(self._loop_task)
+
     async def wait_run(self, run_pk: int) -> RunRow:
         """Wait until the run is terminal."""
         mirror = self.runs.get(run_pk)
@@ -227,6 +243,8 @@ class Scheduler:
         done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if future in done:
             return future.result()
+        if loop_task.cancelled():
+            raise RuntimeError("the scheduler loop was cancelled")
         loop_task.result()  # re-raises what stopped the loop
         raise RuntimeError("the scheduler loop stopped")
 
@@ -527,6 +545,8 @@ class Scheduler:
             if run.state is RunState.RUNNING:
                 running[run.dag_id] = running.get(run.dag_id, 0) + 1
         for run in queued:
+            if run.dag_id in self.paused:
+                continue  # a paused DAG's runs wait, queued, until it is unpaused
             if running.get(run.dag_id, 0) < run.spec.max_active_runs:
                 running[run.dag_id] = running.get(run.dag_id, 0) + 1
                 batch.run_changes.append(
@@ -708,6 +728,75 @@ class Scheduler:
             self._forget_run(mirror)
             self._resolve_waiters(mirror)
 
+    async def _create_due_runs(self) -> None:
+        """Cron: create the runs whose time has come (one per DAG unless catching up)."""
+        now = self._clock()
+        for dag_id, spec in list(self.dags.items()):
+            if spec.schedule is None or dag_id in self.paused:
+                continue
+            due = self._cron_due.get(dag_id)
+            if due is not None and due > now:
+                continue  # the next fire time is known and still ahead
+            last = await self.store.last_scheduled_run(dag_id)
+            last_date = last.logical_date if last is not None else None
+            for logical_date in due_runs(spec, last_date, now, self._started_at):
+                try:
+                    row = await self.trigger(
+                        dag_id, logical_date=logical_date, run_type="scheduled"
+                    )
+                except RunExists:
+                    continue  # another scheduler (or an earlier term of ours) made it
+                log.info("created scheduled run %s of %s", row.run_id, dag_id)
+                last_date = logical_date
+            cron = spec.cron()
+            base = max(last_date or self._started_at, self._started_at if not spec.catchup else 0.0)
+            upcoming = cron.next_after(datetime.fromtimestamp(base, UTC)) if cron else None
+            self._cron_due[dag_id] = upcoming.timestamp() if upcoming else float("inf")
+
+    async def _fold_in_agent_writes(self) -> None:
+        """Apply what other replicas' agent endpoints wrote for tries we think are live.
+
+        Those writes are already durable, so they change only the mirror: a try
+        that started elsewhere is running here too, one that ended frees its slots
+        and lets its downstream go.
+        """
+        live = [
+            ti for ti in self._by_pk.values() if ti.state in (TaskState.QUEUED, TaskState.RUNNING)
+        ]
+        if not live:
+            return
+        for row in await self.store.get_task_instances([ti.pk for ti in live]):
+            ti = self._by_pk.get(row.pk)
+            if ti is None or row.try_number != ti.try_number:
+                continue
+            if row.heartbeat_at is not None and (ti.heartbeat_at or 0.0) < row.heartbeat_at:
+                ti.heartbeat_at = row.heartbeat_at
+            if row.state is ti.state:
+                continue
+            run = self.runs[ti.run_pk]
+            was_running = ti.state is TaskState.RUNNING
+            if row.state is TaskState.RUNNING:
+                metrics.RUNNING.inc()
+            elif row.state not in (TaskState.QUEUED, TaskState.RUNNING):
+                self.admission.release(ti.pk)
+                if was_running:
+                    metrics.RUNNING.dec()
+                metrics.TASKS_FINISHED.labels(state=row.state.value).inc()
+            ti.state = row.state
+            for name in (
+                "started_at",
+                "ended_at",
+                "next_retry_at",
+                "executor_ref",
+                "exit_code",
+                "reason",
+                "message",
+            ):
+                setattr(ti, name, getattr(row, name))
+            run.dirty = True
+            if self.on_task_change is not None:
+                self.on_task_change(run, ti)
+
     async def _abandon_run(self, run: RunMirror, why: str) -> None:
         """Another process ended the run (an API cancel): stop and fail what is left."""
         now = self._clock()
@@ -770,6 +859,8 @@ class Scheduler:
         if self.config.solo:
             return
         await self._sync_definitions()
+        await self._create_due_runs()
+        await self._fold_in_agent_writes()
         rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=10_000)
         active = {row.pk for row in rows}
         for run_pk in [pk for pk in self.runs if pk not in active]:

@@ -34,6 +34,6 @@ _REASONS = ("parallelism", "dag_max_active_tasks", "pool_slots", "pool_missing",
 
 
 def observe_admission(admission: Admission) -> None:
-    depths: dict[str, int] = dict(admission.depth_by_reason())
+    depths = admission.depth_by_reason()
     for reason in _REASONS:
-        QUEUE_DEPTH.labels(reason=reason).set(depths.get(reason, 0))
+        QUEUE_DEPTH.labels(reason=reason).set(depths.get(reason, 0))  # type: ignore[call-overload]

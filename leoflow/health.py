@@ -1,0 +1,60 @@
+"""A tiny HTTP server for probes and Prometheus: ``/healthz``, ``/readyz``, ``/metrics``.
+
+The scheduler has no web framework; a probe endpoint is a few lines of asyncio,
+and it keeps FastAPI's import out of the scheduler process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+Check = Callable[[], Awaitable[bool]]
+
+
+async def _respond(writer: asyncio.StreamWriter, status: str, body: bytes, ctype: str) -> None:
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    writer.write(head.encode() + body)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
+    writer.close()
+
+
+async def serve_health(listen: str, ready: Check) -> Callable[[], Awaitable[None]]:
+    """Serve on ``host:port``; ``ready`` decides /readyz. Returns an async closer."""
+    host, _, port = listen.rpartition(":")
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readline(), 5)
+            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                pass
+        except (TimeoutError, ConnectionError, asyncio.LimitOverrunError, ValueError):
+            writer.close()
+            return
+        parts = request.decode("latin-1").split()
+        path = parts[1].split("?")[0] if len(parts) > 1 else ""
+        if path == "/metrics":
+            await _respond(writer, "200 OK", generate_latest(), CONTENT_TYPE_LATEST)
+        elif path == "/healthz":
+            await _respond(writer, "200 OK", b"ok\n", "text/plain")
+        elif path == "/readyz":
+            ok = await ready()
+            status = "200 OK" if ok else "503 Service Unavailable"
+            await _respond(writer, status, b"ok\n" if ok else b"not ready\n", "text/plain")
+        else:
+            await _respond(writer, "404 Not Found", b"not found\n", "text/plain")
+
+    server = await asyncio.start_server(handle, host.strip("[]") or "0.0.0.0", int(port))
+
+    async def close() -> None:
+        server.close()
+        await server.wait_closed()
+
+    return close
