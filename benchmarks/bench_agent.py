@@ -81,8 +81,9 @@ class MemoryBackend:
     async def append_log(self, s: Any, data: bytes) -> None:
         self.log_bytes += len(data)
 
-    async def complete(self, s: Any, *, exit_code: int, oom_killed: bool, timed_out: bool,
-                       message: str) -> None:
+    async def complete(
+        self, s: Any, *, exit_code: int, oom_killed: bool, timed_out: bool, message: str
+    ) -> None:
         fut = self.done.get(s.ti_pk)
         if fut is not None and not fut.done():
             fut.set_result(exit_code)
@@ -118,8 +119,9 @@ def _endpoint_process(cpu: int, use_uvloop: bool, n_tasks: int, ready: Any, stop
     asyncio.run(main())
 
 
-def _heartbeat_client(cpus: set[int], address: str, ti_pks: list[int], seconds: float,
-                      concurrency: int, out: Any) -> None:
+def _heartbeat_client(
+    cpus: set[int], address: str, ti_pks: list[int], seconds: float, concurrency: int, out: Any
+) -> None:
     os.sched_setaffinity(0, cpus)
     import uvloop
 
@@ -139,8 +141,12 @@ def _heartbeat_client(cpus: set[int], address: str, ti_pks: list[int], seconds: 
             )
             request = pb.HeartbeatRequest()
             tokens = [
-                (("authorization", "Bearer "
-                  + sign_session(new_claims(i, 1, now=time.time(), ttl=86400), KEY)),)
+                (
+                    (
+                        "authorization",
+                        "Bearer " + sign_session(new_claims(i, 1, now=time.time(), ttl=86400), KEY),
+                    ),
+                )
                 for i in ti_pks
             ]
             await call(request, metadata=tokens[0])  # warm the connection
@@ -167,8 +173,9 @@ def bench_heartbeats(use_uvloop: bool, seconds: float) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     ready_r, ready_w = ctx.Pipe(False)
     stop_r, stop_w = ctx.Pipe(False)
-    server = ctx.Process(target=_endpoint_process,
-                         args=(server_cpu, use_uvloop, 1000, ready_w, stop_r))
+    server = ctx.Process(
+        target=_endpoint_process, args=(server_cpu, use_uvloop, 1000, ready_w, stop_r)
+    )
     server.start()
     address = ready_r.recv()
     assert server.pid is not None
@@ -177,8 +184,9 @@ def bench_heartbeats(use_uvloop: bool, seconds: float) -> dict[str, Any]:
     for c in range(n_clients):
         r, w = ctx.Pipe(False)
         ti_pks = list(range(1 + c * 100, 101 + c * 100))  # 100 task instances per client
-        p = ctx.Process(target=_heartbeat_client,
-                        args=(client_cpus, address, ti_pks, seconds, 64, w))
+        p = ctx.Process(
+            target=_heartbeat_client, args=(client_cpus, address, ti_pks, seconds, 64, w)
+        )
         clients.append(p)
         pipes.append(r)
     time.sleep(0.5)
@@ -240,9 +248,13 @@ async def bench_logs(streams: int, mb_per_stream: int) -> dict[str, Any]:
     await endpoint.stop(0)
     assert backend.log_bytes == streams * n_chunks * 256 * 1024
     mb = backend.log_bytes / 1e6
-    return {"streams": streams, "mb": round(mb, 1), "seconds": round(elapsed, 3),
-            "mb_per_s": round(mb / elapsed, 1),
-            "note": "endpoint and senders share this process and loop"}
+    return {
+        "streams": streams,
+        "mb": round(mb, 1),
+        "seconds": round(elapsed, 3),
+        "mb_per_s": round(mb / elapsed, 1),
+        "note": "endpoint and senders share this process and loop",
+    }
 
 
 # -- agent start to first RPC ----------------------------------------------------------
@@ -261,16 +273,24 @@ async def bench_agent_start(runs: int) -> dict[str, Any]:
         env.update(LEOFLOW_AGENT_ENDPOINT=address, LEOFLOW_AGENT_TICKET="bench-unknown")
         t0 = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "leoflow.agent", env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "-m",
+            "leoflow.agent",
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         await proc.wait()
         assert backend.first_rpc_at is not None
         samples.append(backend.first_rpc_at - t0)
         await endpoint.stop(0)
     ms = sorted(s * 1000 for s in samples)
-    return {"runs": runs, "median_ms": round(statistics.median(ms), 1),
-            "min_ms": round(ms[0], 1), "max_ms": round(ms[-1], 1)}
+    return {
+        "runs": runs,
+        "median_ms": round(statistics.median(ms), 1),
+        "min_ms": round(ms[0], 1),
+        "max_ms": round(ms[-1], 1),
+    }
 
 
 # -- Lite's pool agent -------------------------------------------------------------------
@@ -285,8 +305,13 @@ async def bench_pool(n_tasks: int, parallel: int) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
     env.update(PYTHONPATH=str(REPO), LEOFLOW_AGENT_ENDPOINT=address)
     agent = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "leoflow.agent", "--pool", env=env,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        "-m",
+        "leoflow.agent",
+        "--pool",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
     )
     assert agent.stdin is not None
     stdin = agent.stdin
@@ -321,9 +346,7 @@ async def bench_pool(n_tasks: int, parallel: int) -> dict[str, Any]:
     result["fanout_agent_s"] = round(await batch(via_agent, fan, parallel), 3)
     result["fanout_direct_s"] = round(await batch(direct, fan, parallel), 3)
     chain = list(range(1, 51))
-    backend.sessions.update(
-        {i: backend.sessions[i] for i in chain}
-    )
+    backend.sessions.update({i: backend.sessions[i] for i in chain})
     result["chain_tasks"] = 50
     result["chain_agent_s"] = round(await batch(via_agent, chain, 1), 3)
     result["chain_direct_s"] = round(await batch(direct, chain, 1), 3)
@@ -333,8 +356,10 @@ async def bench_pool(n_tasks: int, parallel: int) -> dict[str, Any]:
     stdin.close()
     await agent.wait()
     await endpoint.stop(0)
-    result["note"] = ("endpoint + in-memory backend in the bench process; no store, no "
-                      "scheduler loop: the agent path's own cost")
+    result["note"] = (
+        "endpoint + in-memory backend in the bench process; no store, no "
+        "scheduler loop: the agent path's own cost"
+    )
     return result
 
 

@@ -13,6 +13,7 @@ step-to-step lag (one task's end to the next one's start, from the store).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sqlite3
@@ -27,7 +28,7 @@ LEOFLOW = str(Path(sys.executable).parent / "leoflow")
 
 
 def fan_out(path: Path) -> Path:
-    tasks = "\n".join(f"  t{i:03d}:\n    command: [\"true\"]" for i in range(200))
+    tasks = "\n".join(f'  t{i:03d}:\n    command: ["true"]' for i in range(200))
     path.write_text(f"dag_id: fanout\nmax_active_tasks: 8\ntasks:\n{tasks}\n")
     return path
 
@@ -35,7 +36,7 @@ def fan_out(path: Path) -> Path:
 def chain(path: Path) -> Path:
     lines = []
     for i in range(50):
-        lines.append(f"  t{i:02d}:\n    command: [\"true\"]")
+        lines.append(f'  t{i:02d}:\n    command: ["true"]')
         if i:
             lines.append(f"    depends_on: [t{i - 1:02d}]")
     path.write_text("dag_id: chain\ntasks:\n" + "\n".join(lines) + "\n")
@@ -65,10 +66,11 @@ def chain_lags(home: Path) -> list[float]:
             "select pk from dag_runs where dag_id='chain' order by pk desc limit 1"
         ).fetchone()
         rows = db.execute(
-            "select task_id, started_at, ended_at from task_instances where run_pk=? order by task_id",
+            "select task_id, started_at, ended_at from task_instances"
+            " where run_pk=? order by task_id",
             (run_pk,),
         ).fetchall()
-    return [nxt[1] - cur[2] for cur, nxt in zip(rows, rows[1:], strict=False)]
+    return [nxt[1] - cur[2] for cur, nxt in itertools.pairwise(rows)]
 
 
 def main() -> None:

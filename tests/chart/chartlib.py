@@ -19,21 +19,36 @@ TASK_NS = "leoflow-tasks"
 
 # Every toggle flipped away from its default.
 ALL_TOGGLES: tuple[str, ...] = (
-    "--set", "split.enabled=true",
-    "--set", "networkPolicy.enabled=true",
-    "--set", "taskNetworkPolicy.enabled=true",
-    "--set", "taskNetworkPolicy.allowInternetEgress=true",
-    "--set", "taskPodSecurity.readOnlyRootFilesystem=true",
-    "--set", "taskPodSecurity.runAsNonRoot=false",
-    "--set", f"taskNamespace={TASK_NS}",
-    "--set", "taskPodPassthrough={tolerations,node_selector,priority_class_name}",
-    "--set", "taskImagePullSecrets={registry-credentials}",
-    "--set", "database.embedded.enabled=true",
-    "--set", "secrets.existingSecret=leoflow-task-secrets",
-    "--set", "apiTokens.existingSecret=leoflow-api-tokens",
-    "--set", "tokenSigningKey.existingSecret=leoflow-signing",
-    "--set", "imagePullSecrets[0].name=registry-credentials",
-    "--set", "networkPolicy.metrics.from[0].namespaceSelector.matchLabels.team=monitoring",
+    "--set",
+    "split.enabled=true",
+    "--set",
+    "networkPolicy.enabled=true",
+    "--set",
+    "taskNetworkPolicy.enabled=true",
+    "--set",
+    "taskNetworkPolicy.allowInternetEgress=true",
+    "--set",
+    "taskPodSecurity.readOnlyRootFilesystem=true",
+    "--set",
+    "taskPodSecurity.runAsNonRoot=false",
+    "--set",
+    f"taskNamespace={TASK_NS}",
+    "--set",
+    "taskPodPassthrough={tolerations,node_selector,priority_class_name}",
+    "--set",
+    "taskImagePullSecrets={registry-credentials}",
+    "--set",
+    "database.embedded.enabled=true",
+    "--set",
+    "secrets.existingSecret=leoflow-task-secrets",
+    "--set",
+    "apiTokens.existingSecret=leoflow-api-tokens",
+    "--set",
+    "tokenSigningKey.existingSecret=leoflow-signing",
+    "--set",
+    "imagePullSecrets[0].name=registry-credentials",
+    "--set",
+    "networkPolicy.metrics.from[0].namespaceSelector.matchLabels.team=monitoring",
 )
 PRODUCTION: tuple[str, ...] = ("-f", str(CHART / "values-production.yaml"))
 
@@ -57,8 +72,9 @@ def helm_path() -> Path:
 
 
 def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(helm), *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [str(helm), *args], capture_output=True, text=True, cwd=REPO, timeout=60, check=False
+    )
 
 
 _cache: dict[tuple[str, ...], list[dict[str, Any]]] = {}
@@ -72,8 +88,6 @@ def render_docs(helm: Path, *args: str) -> list[dict[str, Any]]:
         assert done.returncode == 0, f"helm template {' '.join(args)} failed:\n{done.stderr}"
         _cache[key] = [d for d in yaml.safe_load_all(done.stdout) if isinstance(d, dict)]
     return _cache[key]
-
-
 
 
 def of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

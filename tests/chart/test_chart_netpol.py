@@ -8,10 +8,15 @@ from typing import Any
 from chartlib import ALL_TOGGLES, RELEASE_NS, TASK_NS, of_kind, one
 
 Docs = list[dict[str, Any]]
-FORBIDDEN = [ipaddress.ip_network(n) for n in (
-    "169.254.169.254/32", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
-SCHEDULER = {"app.kubernetes.io/name": "leoflow", "app.kubernetes.io/instance": "leoflow",
-             "app.kubernetes.io/component": "scheduler"}
+FORBIDDEN = [
+    ipaddress.ip_network(n)
+    for n in ("169.254.169.254/32", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+]
+SCHEDULER = {
+    "app.kubernetes.io/name": "leoflow",
+    "app.kubernetes.io/instance": "leoflow",
+    "app.kubernetes.io/component": "scheduler",
+}
 TASK_PODS = {"app.kubernetes.io/managed-by": "leoflow"}
 
 
@@ -19,15 +24,26 @@ def ipblock_reaches_forbidden(block: dict[str, Any]) -> list[str]:
     """Forbidden ranges an ipBlock lets traffic reach (after its `except` list)."""
     cidr = ipaddress.ip_network(block["cidr"])
     excepts = [ipaddress.ip_network(e) for e in block.get("except") or []]
-    return [str(net) for net in FORBIDDEN
-            if net.version == cidr.version and cidr.overlaps(net)
-            and not any(net.subnet_of(e) for e in excepts if e.version == net.version)]
+    return [
+        str(net)
+        for net in FORBIDDEN
+        if net.version == cidr.version
+        and cidr.overlaps(net)
+        and not any(net.subnet_of(e) for e in excepts if e.version == net.version)
+    ]
 
 
 def test_ipblock_check_itself() -> None:
     assert ipblock_reaches_forbidden({"cidr": "0.0.0.0/0"}) == [str(n) for n in FORBIDDEN]
-    assert ipblock_reaches_forbidden({"cidr": "0.0.0.0/0", "except": [
-        "169.254.169.254/32", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}) == []
+    assert (
+        ipblock_reaches_forbidden(
+            {
+                "cidr": "0.0.0.0/0",
+                "except": ["169.254.169.254/32", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"],
+            }
+        )
+        == []
+    )
     assert ipblock_reaches_forbidden({"cidr": "10.1.0.0/16"}) == ["10.0.0.0/8"]
     assert ipblock_reaches_forbidden({"cidr": "203.0.113.0/24"}) == []
 
@@ -55,13 +71,23 @@ def _check_task_egress(policy: dict[str, Any], internet: bool) -> None:
                 assert ipblock_reaches_forbidden(peer["ipBlock"]) == []
         ports = sorted((p["protocol"], p["port"]) for p in rule.get("ports") or [])
         if ports == [("TCP", 53), ("UDP", 53)]:
-            assert rule["to"] == [{"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": "kube-system"}}}]
+            assert rule["to"] == [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
+                    }
+                }
+            ]
             kinds.append("dns")
         elif ports == [("TCP", 50051)]:
-            assert rule["to"] == [{
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}},
-                "podSelector": {"matchLabels": SCHEDULER}}]
+            assert rule["to"] == [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": RELEASE_NS}
+                    },
+                    "podSelector": {"matchLabels": SCHEDULER},
+                }
+            ]
             kinds.append("grpc")
         else:
             assert internet and not ports, f"unexpected egress rule {rule}"
@@ -73,8 +99,9 @@ def _check_task_egress(policy: dict[str, Any], internet: bool) -> None:
 def test_task_policy_dns_and_grpc_only(render: Any) -> None:
     docs = render("--set", "taskNetworkPolicy.enabled=true", "--set", f"taskNamespace={TASK_NS}")
     _check_task_egress(_task_policy(docs), internet=False)
-    assert not [p for p in of_kind(docs, "NetworkPolicy")
-                if p["metadata"]["name"] != "leoflow-tasks"]
+    assert not [
+        p for p in of_kind(docs, "NetworkPolicy") if p["metadata"]["name"] != "leoflow-tasks"
+    ]
 
 
 def test_task_policy_internet_egress_excludes_metadata_and_private(render: Any) -> None:
@@ -101,9 +128,14 @@ def test_control_plane_ingress_policies(render: Any) -> None:
     assert sched["spec"]["policyTypes"] == ["Ingress"]
     grpc, metrics = sched["spec"]["ingress"]
     assert grpc == {
-        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": TASK_NS}},
-                  "podSelector": {"matchLabels": TASK_PODS}}],
-        "ports": [{"port": 50051, "protocol": "TCP"}]}
+        "from": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": TASK_NS}},
+                "podSelector": {"matchLabels": TASK_PODS},
+            }
+        ],
+        "ports": [{"port": 50051, "protocol": "TCP"}],
+    }
     assert metrics["ports"] == [{"port": 9090, "protocol": "TCP"}]
     assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}]
     pg = one(docs, "NetworkPolicy", "leoflow-postgresql")

@@ -57,9 +57,13 @@ def test_lease_role_matches_call_table_and_names_the_lease(variant: tuple[str, D
             assert "resourceNames" not in rule
         else:
             assert rule["resourceNames"] == ["leoflow-scheduler"]
-    sched_env = [e for e in one(docs, "Deployment", "leoflow-scheduler")["spec"]["template"]
-                 ["spec"]["containers"][0]["env"]
-                 if e["name"] == "LEOFLOW_LEADER_ELECTION__LEASE_NAME"]
+    sched_env = [
+        e
+        for e in one(docs, "Deployment", "leoflow-scheduler")["spec"]["template"]["spec"][
+            "containers"
+        ][0]["env"]
+        if e["name"] == "LEOFLOW_LEADER_ELECTION__LEASE_NAME"
+    ]
     assert sched_env[0]["value"] == "leoflow-scheduler"
 
 
@@ -74,18 +78,26 @@ def test_only_the_scheduler_service_account_is_bound(variant: tuple[str, Docs]) 
     _, docs = variant
     bindings = of_kind(docs, "RoleBinding")
     assert {b["roleRef"]["name"] for b in bindings} == {
-        "leoflow-executor", "leoflow-leader-election"}
+        "leoflow-executor",
+        "leoflow-leader-election",
+    }
     for b in bindings:
         assert b["roleRef"]["kind"] == "Role"
-        assert b["subjects"] == [{"kind": "ServiceAccount", "name": "leoflow-scheduler",
-                                  "namespace": RELEASE_NS}]
+        assert b["subjects"] == [
+            {"kind": "ServiceAccount", "name": "leoflow-scheduler", "namespace": RELEASE_NS}
+        ]
         role = one(docs, "Role", b["roleRef"]["name"])
         assert role["metadata"]["namespace"] == b["metadata"]["namespace"]
 
 
 def test_generated_call_file_is_current() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "generate", "--check"],
-                          capture_output=True, text=True, cwd=REPO, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "generate", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -93,18 +105,37 @@ def test_generated_call_file_is_current() -> None:
 
 
 def _calls_text() -> str:
-    return subprocess.run([sys.executable, "-m", "leoflow.kube.calls"], capture_output=True,
-                          text=True, cwd=REPO, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "leoflow.kube.calls"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
 
 
 def _cover(tmp_path: Path, calls: str, docs: Docs) -> subprocess.CompletedProcess[str]:
     (tmp_path / "calls.txt").write_text(calls)
     (tmp_path / "rendered.yaml").write_text(yaml.safe_dump_all(docs))
     return subprocess.run(
-        [sys.executable, str(SCRIPT), "check", "--calls", str(tmp_path / "calls.txt"),
-         "--manifests", str(tmp_path / "rendered.yaml"),
-         "--task-namespace", TASK_NS, "--release-namespace", RELEASE_NS],
-        capture_output=True, text=True, cwd=REPO, check=False)
+        [
+            sys.executable,
+            str(SCRIPT),
+            "check",
+            "--calls",
+            str(tmp_path / "calls.txt"),
+            "--manifests",
+            str(tmp_path / "rendered.yaml"),
+            "--task-namespace",
+            TASK_NS,
+            "--release-namespace",
+            RELEASE_NS,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -131,14 +162,18 @@ def test_cover_fails_on_a_grant_without_a_call(tmp_path: Path, toggled: Docs) ->
     role["rules"][0]["verbs"].append("patch")
     done = _cover(tmp_path, _calls_text(), toggled)
     assert done.returncode == 1
-    assert (f"grant without a call: Role {TASK_NS}/leoflow-executor: task core nodes get"
-            in done.stderr)
-    assert (f"grant without a call: Role {TASK_NS}/leoflow-executor: task core pods patch"
-            in done.stderr)
+    assert (
+        f"grant without a call: Role {TASK_NS}/leoflow-executor: task core nodes get" in done.stderr
+    )
+    assert (
+        f"grant without a call: Role {TASK_NS}/leoflow-executor: task core pods patch"
+        in done.stderr
+    )
 
 
 def test_cover_fails_when_create_is_only_granted_by_resource_name(
-    tmp_path: Path, toggled: Docs,
+    tmp_path: Path,
+    toggled: Docs,
 ) -> None:
     role = one(toggled, "Role", "leoflow-leader-election")
     for rule in role["rules"]:
@@ -149,8 +184,14 @@ def test_cover_fails_when_create_is_only_granted_by_resource_name(
 
 
 def test_cover_fails_on_cluster_scoped_or_unscoped_grants(tmp_path: Path, toggled: Docs) -> None:
-    toggled.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": {"name": "extra"}, "rules": []})
+    toggled.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "extra"},
+            "rules": [],
+        }
+    )
     del one(toggled, "Role", "leoflow-executor")["metadata"]["annotations"]
     done = _cover(tmp_path, _calls_text(), toggled)
     assert done.returncode == 1
@@ -159,7 +200,8 @@ def test_cover_fails_on_cluster_scoped_or_unscoped_grants(tmp_path: Path, toggle
 
 
 def test_cover_fails_when_the_task_role_is_in_the_wrong_namespace(
-    tmp_path: Path, toggled: Docs,
+    tmp_path: Path,
+    toggled: Docs,
 ) -> None:
     one(toggled, "Role", "leoflow-executor")["metadata"]["namespace"] = "default"
     done = _cover(tmp_path, _calls_text(), toggled)
@@ -168,9 +210,14 @@ def test_cover_fails_when_the_task_role_is_in_the_wrong_namespace(
 
 
 def test_rbac_covers_executor_script(helm: Path) -> None:
-    done = subprocess.run(["bash", str(REPO / "scripts" / "rbac-covers-executor.sh")],
-                          capture_output=True, text=True, cwd=REPO, check=False, timeout=60,
-                          env={**__import__("os").environ, "LEOFLOW_HELM": str(helm),
-                               "PYTHON": sys.executable})
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "rbac-covers-executor.sh")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=60,
+        env={**__import__("os").environ, "LEOFLOW_HELM": str(helm), "PYTHON": sys.executable},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("covered both ways") == 2

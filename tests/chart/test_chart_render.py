@@ -67,11 +67,23 @@ def test_every_object_is_namespaced_explicitly(variant: tuple[str, Docs]) -> Non
 def test_default_objects(render: Any) -> None:
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == sorted([
-        "ConfigMap", "Deployment", "Deployment", "PodDisruptionBudget", "PodDisruptionBudget",
-        "Role", "Role", "RoleBinding", "RoleBinding", "Secret", "Service", "Service",
-        "ServiceAccount",
-    ])
+    assert kinds == sorted(
+        [
+            "ConfigMap",
+            "Deployment",
+            "Deployment",
+            "PodDisruptionBudget",
+            "PodDisruptionBudget",
+            "Role",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
+            "Secret",
+            "Service",
+            "Service",
+            "ServiceAccount",
+        ]
+    )
     # task pods default to the release namespace
     assert {d["metadata"]["namespace"] for d in docs} == {RELEASE_NS}
     assert not of_kind(docs, "NetworkPolicy")
@@ -162,8 +174,14 @@ def test_task_pod_settings_follow_values(render: Any) -> None:
 
 
 def test_passthrough_rejects_unknown_field(helm: Path) -> None:
-    done = run_helm(helm, "template", "leoflow", str(CHART), "--set",
-                    "taskPodPassthrough={tolerations,hostNetwork}")
+    done = run_helm(
+        helm,
+        "template",
+        "leoflow",
+        str(CHART),
+        "--set",
+        "taskPodPassthrough={tolerations,hostNetwork}",
+    )
     assert done.returncode != 0
     assert 'unknown field "hostNetwork"' in done.stderr
 
@@ -195,8 +213,11 @@ def test_chart_env_names_are_settings() -> None:
 
 def _settings_env(docs: Docs, workload: str, cname: str) -> dict[str, str]:
     env = env_of(docs, one(docs, "Deployment", workload), cname)
-    placeholders = {"LEOFLOW_DATABASE_URL": "postgresql+asyncpg://u:p@db:5432/leoflow",
-                    "LEOFLOW_TOKEN_SIGNING_KEY": "k" * 64, "LEOFLOW_IDENTITY": "pod-0"}
+    placeholders = {
+        "LEOFLOW_DATABASE_URL": "postgresql+asyncpg://u:p@db:5432/leoflow",
+        "LEOFLOW_TOKEN_SIGNING_KEY": "k" * 64,
+        "LEOFLOW_IDENTITY": "pod-0",
+    }
     return {k: placeholders.get(k, v) for k, v in env.items() if k.startswith("LEOFLOW_")}
 
 
@@ -237,8 +258,9 @@ def test_secrets_mounted_read_only_into_their_one_consumer(render: Any) -> None:
     sched = one(docs, "Deployment", "leoflow-scheduler")
 
     def secret_volumes(w: dict[str, Any]) -> dict[str, str]:
-        return {v["name"]: v["secret"]["secretName"] for v in pod_spec(w)["volumes"]
-                if "secret" in v}
+        return {
+            v["name"]: v["secret"]["secretName"] for v in pod_spec(w)["volumes"] if "secret" in v
+        }
 
     assert secret_volumes(api) == {"api-tokens": "leoflow-api-tokens"}
     assert secret_volumes(sched) == {"secrets": "leoflow-task-secrets"}
@@ -250,7 +272,9 @@ def test_secrets_mounted_read_only_into_their_one_consumer(render: Any) -> None:
     sched_env = env_of(docs, sched, "scheduler")
     assert sched_env["LEOFLOW_SECRETS_DIR"] == "/var/run/leoflow/secrets"
     assert sched_env["LEOFLOW_TOKEN_SIGNING_KEY"]["secretKeyRef"] == {
-        "name": "leoflow-signing", "key": "key"}
+        "name": "leoflow-signing",
+        "key": "key",
+    }
     # with an existing signing key Secret the chart generates none
     assert not [s for s in of_kind(docs, "Secret") if "token-signing" in s["metadata"]["name"]]
 
@@ -262,7 +286,9 @@ def test_generated_signing_key_secret(render: Any) -> None:
     assert len(secret["data"]["key"]) >= 64
     env = env_of(docs, one(docs, "Deployment", "leoflow-scheduler"), "scheduler")
     assert env["LEOFLOW_TOKEN_SIGNING_KEY"]["secretKeyRef"] == {
-        "name": "leoflow-token-signing-key", "key": "key"}
+        "name": "leoflow-token-signing-key",
+        "key": "key",
+    }
 
 
 def test_database_secret_from_values(render: Any) -> None:
@@ -286,7 +312,8 @@ def test_embedded_database_when_enabled(render: Any) -> None:
     assert sts["spec"]["replicas"] == 1
     env = env_of(docs, one(docs, "Deployment", "leoflow-scheduler"), "scheduler")
     assert env["LEOFLOW_DATABASE_URL"] == {
-        "secretKeyRef": {"name": "leoflow-postgresql", "key": "url"}}
+        "secretKeyRef": {"name": "leoflow-postgresql", "key": "url"}
+    }
     one(docs, "Secret", "leoflow-postgresql")
     one(docs, "Service", "leoflow-postgresql")
 
@@ -302,8 +329,14 @@ def test_pod_disruption_budgets(render: Any) -> None:
 
 
 def test_image_and_pull_secrets(render: Any) -> None:
-    docs = render("--set", "image.tag=9.9.9", "--set", "imagePullSecrets[0].name=regcred",
-                  "--set", "taskImage=example.com/dags:1")
+    docs = render(
+        "--set",
+        "image.tag=9.9.9",
+        "--set",
+        "imagePullSecrets[0].name=regcred",
+        "--set",
+        "taskImage=example.com/dags:1",
+    )
     for w, c in (("leoflow-api", "api"), ("leoflow-scheduler", "scheduler")):
         deploy = one(docs, "Deployment", w)
         assert container(deploy, c)["image"] == "ghcr.io/leoflow/leoflow:9.9.9"

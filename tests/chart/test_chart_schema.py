@@ -22,14 +22,19 @@ def test_rendered_objects_are_valid(variant: tuple[str, Docs]) -> None:
         try:
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            errors.append(f"{doc['kind']}/{doc['metadata']['name']}: {exc.message} "
-                          f"at {list(exc.path)}")
+            errors.append(
+                f"{doc['kind']}/{doc['metadata']['name']}: {exc.message} at {list(exc.path)}"
+            )
     assert errors == [], f"{name} (Kubernetes {K8S_VERSION}):\n" + "\n".join(errors)
 
 
 def test_strict_validation_catches_an_unknown_field() -> None:
-    bad = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"},
-           "automountServiceAccountTokens": False}
+    bad = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "x"},
+        "automountServiceAccountTokens": False,
+    }
     try:
         kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
     except kubernetes_validate.ValidationError:

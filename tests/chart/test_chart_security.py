@@ -10,18 +10,41 @@ Docs = list[dict[str, Any]]
 
 # Pod Security Standards (https://kubernetes.io/docs/concepts/security/pod-security-standards/)
 BASELINE_CAPABILITIES = {
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
 }
 SAFE_SYSCTLS = {
-    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
     "net.ipv4.tcp_keepalive_probes",
 }
 RESTRICTED_VOLUME_TYPES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-    "projected", "secret",
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
 }
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 
@@ -30,8 +53,11 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
     """Every way a pod spec breaks Pod Security `restricted` (which includes baseline)."""
     bad: list[str] = []
     psc = spec.get("securityContext") or {}
-    containers = (spec.get("initContainers") or []) + spec["containers"] + (
-        spec.get("ephemeralContainers") or [])
+    containers = (
+        (spec.get("initContainers") or [])
+        + spec["containers"]
+        + (spec.get("ephemeralContainers") or [])
+    )
     # --- baseline
     for field in ("hostNetwork", "hostPID", "hostIPC"):
         if spec.get(field):
@@ -101,13 +127,28 @@ def workloads(docs: Docs) -> list[dict[str, Any]]:
 
 
 def test_the_check_catches_violations() -> None:
-    spec = {"hostNetwork": True, "securityContext": {},
-            "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
-            "containers": [{"name": "c", "securityContext": {
-                "capabilities": {"add": ["SYS_ADMIN"]}, "privileged": True}}]}
+    spec = {
+        "hostNetwork": True,
+        "securityContext": {},
+        "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+        "containers": [
+            {
+                "name": "c",
+                "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}, "privileged": True},
+            }
+        ],
+    }
     bad = "\n".join(restricted_violations(spec))
-    for expected in ("hostNetwork", "hostPath", "privileged", "SYS_ADMIN",
-                     "allowPrivilegeEscalation", "runAsNonRoot", "seccompProfile", "drop ALL"):
+    for expected in (
+        "hostNetwork",
+        "hostPath",
+        "privileged",
+        "SYS_ADMIN",
+        "allowPrivilegeEscalation",
+        "runAsNonRoot",
+        "seccompProfile",
+        "drop ALL",
+    ):
         assert expected in bad
 
 
@@ -151,7 +192,8 @@ def test_tokens_only_where_needed_shared_account(render: Any) -> None:
     assert sched["automountServiceAccountToken"] is True
     # split off: one ServiceAccount, shared
     assert [sa["metadata"]["name"] for sa in of_kind(docs, "ServiceAccount")] == [
-        "leoflow-scheduler"]
+        "leoflow-scheduler"
+    ]
     assert api["serviceAccountName"] == sched["serviceAccountName"] == "leoflow-scheduler"
     for sa in of_kind(docs, "ServiceAccount"):
         assert sa["automountServiceAccountToken"] is False

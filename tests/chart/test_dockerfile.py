@@ -20,16 +20,19 @@ def _hadolint() -> Path:
 
 
 def test_hadolint_clean() -> None:
-    done = subprocess.run([str(_hadolint()), "--failure-threshold", "style", str(DOCKERFILE)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(_hadolint()), "--failure-threshold", "style", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_hadolint_is_not_a_rubber_stamp(tmp_path: Path) -> None:
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM python:latest\nRUN pip install requests\n")
-    done = subprocess.run([str(_hadolint()), str(bad)], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([str(_hadolint()), str(bad)], capture_output=True, text=True, check=False)
     assert done.returncode != 0
 
 
@@ -44,8 +47,12 @@ def test_image_contract() -> None:
     entry = re.findall(r"^ENTRYPOINT\s+(.+)$", text, re.M)
     assert json.loads(entry[-1]) == ["leoflow"]
     final = text.split(stages[-1][0], 2)[-1]
-    for env in ("HOME=/tmp", "DBT_TARGET_PATH=/tmp/dbt/target", "DBT_LOG_PATH=/tmp/dbt/logs",
-                "DBT_PROFILES_DIR=/tmp/dbt"):
+    for env in (
+        "HOME=/tmp",
+        "DBT_TARGET_PATH=/tmp/dbt/target",
+        "DBT_LOG_PATH=/tmp/dbt/logs",
+        "DBT_PROFILES_DIR=/tmp/dbt",
+    ):
         assert env in final, env
 
 

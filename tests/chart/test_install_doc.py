@@ -24,8 +24,14 @@ def _objects() -> list[dict[str, Any]]:
 def test_doc_objects_are_valid_kubernetes() -> None:
     objects = _objects()
     kinds = {o["kind"] for o in objects}
-    assert {"ResourceQuota", "LimitRange", "PriorityClass", "FlowSchema",
-            "PriorityLevelConfiguration", "Node"} <= kinds
+    assert {
+        "ResourceQuota",
+        "LimitRange",
+        "PriorityClass",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+        "Node",
+    } <= kinds
     version = kubernetes_validate.latest_version()
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
@@ -33,8 +39,13 @@ def test_doc_objects_are_valid_kubernetes() -> None:
 
 def test_platform_objects_are_not_templated() -> None:
     templates = "".join(p.read_text() for p in (CHART / "templates").iterdir())
-    for kind in ("ResourceQuota", "LimitRange", "PriorityClass", "FlowSchema",
-                 "PriorityLevelConfiguration"):
+    for kind in (
+        "ResourceQuota",
+        "LimitRange",
+        "PriorityClass",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+    ):
         assert f"kind: {kind}" not in templates
 
 
@@ -48,9 +59,12 @@ def test_flowschemas_classify_every_call_once() -> None:
                 sa = [s["serviceAccount"] for s in rule["subjects"]]
                 assert sa == [{"name": "leoflow-scheduler", "namespace": "leoflow-system"}]
                 for rr in rule["resourceRules"]:
-                    if (call.verb in rr["verbs"] and call.group in rr["apiGroups"]
-                            and call.resource in rr["resources"]
-                            and namespaces[call.scope] in rr["namespaces"]):
+                    if (
+                        call.verb in rr["verbs"]
+                        and call.group in rr["apiGroups"]
+                        and call.resource in rr["resources"]
+                        and namespaces[call.scope] in rr["namespaces"]
+                    ):
                         matched.append(fs["metadata"]["name"])
         assert len(matched) == 1, f"{call.name}: matched by {matched}"
     precedences = [fs["spec"]["matchingPrecedence"] for fs in schemas]

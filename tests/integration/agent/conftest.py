@@ -18,9 +18,7 @@ async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
     secrets_dir = tmp_path / "secrets"
     secrets_dir.mkdir()
     backend = FakeBackend(DirectorySecrets(secrets_dir))
-    endpoint = AgentEndpoint(
-        backend, KEY, heartbeat_interval=0.2, max_message_bytes=1024 * 1024
-    )
+    endpoint = AgentEndpoint(backend, KEY, heartbeat_interval=0.2, max_message_bytes=1024 * 1024)
     address = await endpoint.start("127.0.0.1:0")
     channel = grpc.aio.insecure_channel(address)
     try:

@@ -80,7 +80,10 @@ class Plane:
         self, *args: str, env: dict[str, str], stdin: int | None = None
     ) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "leoflow.agent", *args,
+            sys.executable,
+            "-m",
+            "leoflow.agent",
+            *args,
             env=env,
             stdin=stdin if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -94,5 +97,3 @@ async def status(awaitable: Any) -> grpc.StatusCode:
     except grpc.aio.AioRpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK
-
-

@@ -64,7 +64,10 @@ async def test_exit_code_output_env_and_cwd_round_trip(plane: Plane, tmp_path: P
     assert "to stdout\n" in log and "to stderr\n" in log
     assert f"cwd {tmp_path}\n" in log and "FOO bar\n" in log and "ticket None\n" in log
     assert ti.outcome == {
-        "exit_code": 3, "oom_killed": False, "timed_out": False, "message": "exited with code 3"
+        "exit_code": 3,
+        "oom_killed": False,
+        "timed_out": False,
+        "message": "exited with code 3",
     }
     assert ti.executor_ref == "pod:pod-1@u1"
     writes = [w[0] for w in plane.backend.writes_for(1)]
@@ -122,7 +125,9 @@ async def test_timeout_terminates_and_reports_timed_out(plane: Plane) -> None:
     code, _, stderr = await _run(plane, ti)
     assert code == 128 + signal.SIGTERM, stderr
     assert ti.outcome == {
-        "exit_code": 143, "oom_killed": False, "timed_out": True,
+        "exit_code": 143,
+        "oom_killed": False,
+        "timed_out": True,
         "message": "timed out after 0.5s",
     }
 
@@ -146,9 +151,7 @@ async def test_cancel_requested_on_heartbeat_stops_the_command(plane: Plane) -> 
     assert ti.heartbeats >= 1
 
 
-async def test_oom_kill_is_reported_from_the_cgroup_counter(
-    plane: Plane, tmp_path: Path
-) -> None:
+async def test_oom_kill_is_reported_from_the_cgroup_counter(plane: Plane, tmp_path: Path) -> None:
     events = _fake_cgroup(tmp_path / "cgroup")
     script = (
         "import os, signal, sys\n"
@@ -161,7 +164,10 @@ async def test_oom_kill_is_reported_from_the_cgroup_counter(
     code, _, stderr = await _run(plane, ti, LEOFLOW_CGROUP_ROOT=str(tmp_path / "cgroup"))
     assert code == 137, stderr
     assert ti.outcome == {
-        "exit_code": 137, "oom_killed": True, "timed_out": False, "message": OOM_MESSAGE
+        "exit_code": 137,
+        "oom_killed": True,
+        "timed_out": False,
+        "message": OOM_MESSAGE,
     }
 
 
@@ -252,8 +258,9 @@ async def test_pool_runs_twenty_tasks_concurrently_with_distinct_sessions(
 ) -> None:
     script = "import os, time; time.sleep(0.5); print(os.environ['WHO'])"
     tis = [plane.ti(i, argv=[PY, "-c", script], env={"WHO": f"task-{i}"}) for i in range(1, 21)]
-    proc = await plane.agent("--pool", "--events", env=plane.agent_env(),
-                             stdin=asyncio.subprocess.PIPE)
+    proc = await plane.agent(
+        "--pool", "--events", env=plane.agent_env(), stdin=asyncio.subprocess.PIPE
+    )
     assert proc.stdin is not None
     lines = [
         json.dumps({"op": "run", "key": f"{ti.ti_pk}:1", "ticket": plane.backend.ticket(ti)})
@@ -283,12 +290,14 @@ async def test_pool_cancel_and_bad_lines(plane: Plane) -> None:
     proc = await plane.agent("--pool", env=plane.agent_env(), stdin=asyncio.subprocess.PIPE)
     assert proc.stdin is not None
     ticket = plane.backend.ticket(ti)
-    proc.stdin.write(b"not json\n" + json.dumps({"op": "run", "key": "1:1", "ticket": ticket})
-                     .encode() + b"\n")
+    proc.stdin.write(
+        b"not json\n" + json.dumps({"op": "run", "key": "1:1", "ticket": ticket}).encode() + b"\n"
+    )
     await proc.stdin.drain()
     await _until(lambda: b"ready\n" in ti.log, "the child is ready")
-    proc.stdin.write(json.dumps({"op": "cancel", "key": "1:1", "reason": "user stop"}).encode()
-                     + b"\n")
+    proc.stdin.write(
+        json.dumps({"op": "cancel", "key": "1:1", "reason": "user stop"}).encode() + b"\n"
+    )
     proc.stdin.close()
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0 and out == b""

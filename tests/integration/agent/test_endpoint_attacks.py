@@ -80,8 +80,13 @@ async def test_the_happy_path_writes_what_it_should(plane: Plane) -> None:
     assert bytes(ti.log) == b"hello world"
     assert ti.state == "success" and ti.outcome is not None and ti.outcome["exit_code"] == 0
     assert [w[0] for w in plane.backend.writes_for(1)] == [
-        "consume_ticket", "start", "heartbeat", "resolve_secret",
-        "append_log", "append_log", "complete",
+        "consume_ticket",
+        "start",
+        "heartbeat",
+        "resolve_secret",
+        "append_log",
+        "append_log",
+        "complete",
     ]
 
 

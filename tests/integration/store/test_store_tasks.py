@@ -184,7 +184,7 @@ async def test_heartbeat_only_running_and_matching_try(store: Store) -> None:
 
 async def test_get_task_instances_by_pks(store: Store) -> None:
     run = await make_run(store, tasks=3)
-    a, b, c = await store.list_task_instances(run_pk=run.pk)
+    _, b, c = await store.list_task_instances(run_pk=run.pk)
     assert await store.transition_task(b.pk, T.NONE, T.SCHEDULED, epoch=None, ready_at=1.0)
     got = await store.get_task_instances([c.pk, b.pk, 999_999])
     assert [t.pk for t in got] == [b.pk, c.pk]  # ordered; unknown pks are left out

@@ -40,9 +40,7 @@ async def test_missing_and_unreadable(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "name", ["", ".", "..", "../etc/passwd", "a/b", "/etc/passwd", "..data", "a\x00b", "x" * 254]
 )
-async def test_names_that_could_leave_the_directory_are_refused(
-    tmp_path: Path, name: str
-) -> None:
+async def test_names_that_could_leave_the_directory_are_refused(tmp_path: Path, name: str) -> None:
     inner = tmp_path / "inner"
     inner.mkdir()
     (tmp_path / "passwd").write_text("outside")
