@@ -335,6 +335,11 @@ class Scheduler:
 
     async def _tick(self) -> None:
         now = self._clock()
+        # Read the store while the mirror still equals what is committed: between
+        # here and the flush below the mirror runs ahead of the store.
+        if now - self._last_poll >= self.config.poll_interval:
+            self._last_poll = now
+            await self._poll_store()
         pending, self._events = self._events, []
         batch = _Batch()
         finished_keys = [
@@ -348,9 +353,6 @@ class Scheduler:
             if item.event is not None:
                 self._apply(item.event, batch)
         self._timers(now, batch)
-        if now - self._last_poll >= self.config.poll_interval:
-            self._last_poll = now
-            await self._poll_store()
         self._start_runs(now, batch)
         for run in list(self.runs.values()):
             if run.dirty:

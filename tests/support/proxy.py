@@ -39,6 +39,14 @@ class CuttableProxy:
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         self._writers.difference_update((writer, up_writer))
 
+    async def retarget(self, host: str, port: int) -> None:
+        """Send new connections elsewhere and reset the old ones (a Service whose
+        endpoints changed)."""
+        self.target = (host, port)
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
     async def cut(self) -> None:
         """Refuse new connections and reset the open ones."""
         if self._server is not None:
