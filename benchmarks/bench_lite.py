@@ -50,13 +50,14 @@ def run_once(dag: Path, executor: str, home: Path) -> float:
     done = subprocess.run(
         [LEOFLOW, "run", str(dag), "--executor", executor],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         check=False,
     )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"leoflow run failed: {done.stderr.decode()}")
+        tail = done.stdout.decode()[-3000:]
+        raise SystemExit(f"leoflow run failed ({done.returncode}):\n{done.stderr.decode()}\n{tail}")
     return elapsed
 
 

@@ -5,8 +5,10 @@ process group. Both obvious ways to start such a child are slow in a process
 this size: uvloop spawns with fork() (~5 ms a child here), and CPython 3.11's
 subprocess gives up vfork() as soon as ``start_new_session`` is set (~2.6 ms).
 ``os.posix_spawn`` with ``setsid`` keeps glibc's vfork-style clone (~0.9 ms).
-The child is awaited through a pidfd the loop watches (Linux >= 5.3); where
-pidfds are missing, a thread waits instead.
+Each child is awaited by a thread blocked in waitpid(). A pidfd watched by the
+loop would save the thread, but under uvloop a pidfd that reuses the number of a
+pipe whose transport is still closing never reported readiness: children stayed
+zombies and runs hung (seen in the 200-task fan-out benchmark).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import contextlib
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+# One thread per running child, blocked in waitpid(); idle threads are reused.
+_REAPERS = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="leoflow-reaper")
 
 
 def _exit_code(status: int) -> int:
@@ -30,24 +36,12 @@ class Child:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        self.pipe: object | None = None
         self._exit: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._watch()
 
     def _watch(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            fd = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):
-            loop.run_in_executor(None, self._wait_blocking)
-            return
-
-        def ready() -> None:
-            loop.remove_reader(fd)
-            os.close(fd)
-            _, status = os.waitpid(self.pid, 0)
-            self._settle(_exit_code(status))
-
-        loop.add_reader(fd, ready)
+        asyncio.get_running_loop().run_in_executor(_REAPERS, self._wait_blocking)
 
     def _wait_blocking(self) -> None:
         _, status = os.waitpid(self.pid, 0)
@@ -109,6 +103,7 @@ async def spawn(
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=2**20, loop=loop)
     pipe = os.fdopen(read_fd, "rb", buffering=0)
+    child.pipe = pipe  # held until the child is gone, so the fd is not closed under the loop
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
     except BaseException:

@@ -665,9 +665,7 @@ class Scheduler:
 
     async def _flush(self, batch: _Batch) -> None:
         if batch.tickets:
-            expires = self._clock() + self.config.ticket_ttl
-            for ticket_hash, ti_pk, try_number in batch.tickets:
-                await self.store.insert_ticket(ticket_hash, ti_pk, try_number, expires)
+            await self.store.insert_tickets(batch.tickets, self._clock() + self.config.ticket_ttl)
         if batch.changes:
             results = await self.store.transition_tasks(batch.changes, epoch=self.epoch)
             stale = {

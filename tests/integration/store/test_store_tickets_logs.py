@@ -8,6 +8,8 @@ import pytest
 
 from leoflow.store import Store, TicketUse
 
+from .helpers import make_run
+
 
 async def test_ticket_is_single_use(store: Store) -> None:
     await store.insert_ticket("h-ok", 7, 2, expires_at=1000.0)
@@ -79,3 +81,13 @@ async def test_concurrent_log_appends_keep_every_byte(store_url: str, store: Sto
             assert p in data
     finally:
         await rival.close()
+
+
+async def test_insert_tickets_in_one_batch_each_single_use(store: Store) -> None:
+    run = await make_run(store, tasks=2)
+    a, b = await store.list_task_instances(run_pk=run.pk)
+    await store.insert_tickets([("hash-a", a.pk, 1), ("hash-b", b.pk, 1)], expires_at=2e9)
+    first = await store.consume_ticket("hash-b", now=1e9)
+    assert (first.status, first.ti_pk, first.try_number) == ("ok", b.pk, 1)
+    assert (await store.consume_ticket("hash-b", now=1e9)).status == "replayed"
+    assert (await store.consume_ticket("hash-a", now=1e9)).ti_pk == a.pk
