@@ -50,8 +50,7 @@ def run_once(dag: Path, executor: str, home: Path) -> float:
     done = subprocess.run(
         [LEOFLOW, "run", str(dag), "--executor", executor],
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         check=False,
     )
     elapsed = time.perf_counter() - started
