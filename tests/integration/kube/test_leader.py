@@ -122,8 +122,9 @@ async def test_after_the_leader_dies_another_leads_within_lease_duration_plus_re
 async def test_a_released_lease_is_taken_in_about_one_retry_period(
     replicas: Callable[..., Replica],
 ) -> None:
-    a, b = replicas("a", lease_duration=30.0, renew_deadline=20.0), replicas(
-        "b", lease_duration=30.0, renew_deadline=20.0
+    a, b = (
+        replicas("a", lease_duration=30.0, renew_deadline=20.0),
+        replicas("b", lease_duration=30.0, renew_deadline=20.0),
     )
     a.start()
     await asyncio.wait_for(a.leading.wait(), 10)
