@@ -30,7 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from leoflow.domain.execution import Attempt, Launch, LaunchError, Report, TaskFinished
+from leoflow.domain.execution import (
+    Attempt,
+    Launch,
+    LaunchError,
+    LogData,
+    Report,
+    TaskFinished,
+)
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import AlreadyExists, KubeError
 from leoflow.kube.pod import PodBuildError, build_pod, pod_name
@@ -54,6 +61,11 @@ CREATE_ATTEMPTS = 5
 # tries a pod again every GC_RETRY seconds until the apiserver answers.
 DELETE_ATTEMPTS = 8
 GC_RETRY = 30.0
+
+
+# `leoflow agent` exit codes that mean it could not reach or use the control plane:
+# 3 unreachable, 4 ticket or session refused, 5 task setup failed.
+AGENT_COULD_NOT_REPORT = frozenset({3, 4, 5})
 
 
 @dataclass(eq=False)
@@ -108,7 +120,7 @@ class KubernetesExecutor:
         self._gc_wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: set[asyncio.TimerHandle] = set()
-        self._deletes: set[asyncio.Task[bool]] = set()
+        self._deletes: set[asyncio.Task[Any]] = set()
         # The latest pods GC deleted, by name (bounded: tests read it).
         self.gc_deleted: deque[str] = deque(maxlen=10_000)
 
@@ -271,6 +283,24 @@ class KubernetesExecutor:
     def _finish_later(self, tracked: _Try, outcome: Outcome) -> None:
         if tracked.timer is not None:
             self._timers.discard(tracked.timer)
+        if outcome.exit_code in AGENT_COULD_NOT_REPORT:
+            # The agent never reached the control plane, so its own diagnostics are
+            # only in the container log: put them where the user looks, the try's log.
+            task = asyncio.create_task(self._finish_with_container_log(tracked, outcome))
+            self._deletes.add(task)
+            task.add_done_callback(self._deletes.discard)
+            return
+        self._finish(tracked, outcome)
+
+    async def _finish_with_container_log(self, tracked: _Try, outcome: Outcome) -> None:
+        try:
+            assert self.client is not None
+            text = await self.client.read_pod_log(tracked.name, tail_lines=200)
+        except KubeError as exc:
+            text = f"(the container log could not be read: {exc})\n"
+        if self._report is not None and text:
+            header = "[leoflow] the task's agent could not report; its container log follows\n"
+            self._report(LogData(tracked.key[0], tracked.key[1], (header + text).encode()))
         self._finish(tracked, outcome)
 
     def _finish(self, tracked: _Try, outcome: Outcome) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from leoflow.domain.execution import Attempt, LaunchError
+from leoflow.domain.execution import Attempt, LaunchError, LogData
 from leoflow.kube.client import KubeClient
 from leoflow.kube.executor import KubernetesExecutor
 from leoflow.kube.pod import pod_name
@@ -94,7 +94,10 @@ async def test_exit_code_and_success(
     server: FakeApiServer, executor: KubernetesExecutor, reports: Reports
 ) -> None:
     kubelet = FakeKubelet(server)
-    kubelet.script(Outcome.fail(exit_code=3), labels={"leoflow.io/ti": "2"})
+    kubelet.script(
+        Outcome.fail(exit_code=3, log="leoflow agent: could not reach the control plane\n"),
+        labels={"leoflow.io/ti": "2"},
+    )
     async with kubelet:
         await executor.launch(launch_for(1))
         await executor.launch(launch_for(2))
@@ -103,6 +106,14 @@ async def test_exit_code_and_success(
     assert (ok.reason, ok.exit_code) == ("success", 0)
     assert (bad.reason, bad.exit_code) == ("exit_code", 3)
     assert "control plane" in bad.message
+    # The agent could not ship its output, so its container log becomes the try's log,
+    # reported before the outcome (one pods/log GET, only for such a pod).
+    logs = [e for e in reports.events if isinstance(e, LogData) and e.ti_pk == 2]
+    assert len(logs) == 1
+    assert logs[0].data.endswith(b"leoflow agent: could not reach the control plane\n")
+    assert reports.events.index(logs[0]) < reports.events.index(bad)
+    assert not [e for e in reports.events if isinstance(e, LogData) and e.ti_pk == 1]
+    assert server.counts[("get", "", "pods/log")] == 1
 
 
 async def test_evicted(
