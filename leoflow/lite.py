@@ -111,6 +111,9 @@ async def open_runtime(settings: Settings, executor_name: str, *, solo: bool = F
 
             service = await start_agent_service(settings, store, scheduler, executor)
             closers.append(service.close)
+            warm = getattr(executor, "warm", None)
+            if warm is not None:
+                await warm()
     except BaseException:
         await store.close()
         raise

@@ -46,6 +46,10 @@ class LocalAgentExecutor:
         self._lock = asyncio.Lock()
         self._stopping = False
 
+    async def warm(self) -> None:
+        """Start the agent now, so its ~0.1 s of start-up overlaps ours."""
+        await self._ensure_agent()
+
     async def start(self, report: Report) -> None:
         self._report = report
         await self._ensure_agent()
@@ -151,6 +155,12 @@ class LocalAgentExecutor:
         process = self._process
         if process is None or process.returncode is not None:
             return
+        # Tries whose Complete already arrived are about to say so on stdout; only
+        # what is still running after that gets cancelled.
+        for _ in range(50):
+            if not self._inflight:
+                break
+            await asyncio.sleep(0.02)
         for key in list(self._inflight):
             with contextlib.suppress(LaunchError):
                 await self._send({"op": "cancel", "key": key, "reason": "Leoflow is stopping"})
