@@ -45,6 +45,7 @@ class LocalAgentExecutor:
         self._inflight: dict[str, Launch] = {}
         self._lock = asyncio.Lock()
         self._stopping = False
+        self._partial = b""
 
     async def warm(self) -> None:
         """Start the agent now, so its ~0.1 s of start-up overlaps ours."""
@@ -65,21 +66,30 @@ class LocalAgentExecutor:
         # The endpoint is in this very process: if it stops answering for this
         # long, the scheduler is gone and retrying longer helps nobody.
         env.setdefault("LEOFLOW_AGENT_CONNECT_TIMEOUT", "10")
+        self._partial = b""
         self._process = await spawn_piped(
-            [sys.executable, "-m", "leoflow.agent", "--pool", "--events"], env
+            [sys.executable, "-m", "leoflow.agent", "--pool", "--events"], env, self._on_output
         )
-        self._reader = asyncio.create_task(self._read_events(self._process))
+        self._reader = asyncio.create_task(self._watch_agent(self._process))
         return self._process
 
-    async def _read_events(self, process: PipedChild) -> None:
-        while line := await process.stdout.readline():
+    def _on_output(self, chunk: bytes) -> None:
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            if not line.strip():
+                continue
             try:
                 event: dict[str, Any] = json.loads(line)
             except ValueError:
                 log.warning("unreadable line from the agent: %r", line[:200])
                 continue
             self._on_event(event)
+
+    async def _watch_agent(self, process: PipedChild) -> None:
         code = await process.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.output_closed(), 5)
         if not self._stopping:
             log.error("the Lite agent exited unexpectedly with code %s", code)
         for key, launch in list(self._inflight.items()):
@@ -124,9 +134,8 @@ class LocalAgentExecutor:
         async with self._lock:
             process = await self._ensure_agent()
             try:
-                process.stdin.write(json.dumps(message).encode() + b"\n")
-                await process.stdin.drain()
-            except (BrokenPipeError, ConnectionResetError) as exc:
+                await process.write(json.dumps(message).encode() + b"\n")
+            except (BrokenPipeError, ConnectionResetError, OSError) as exc:
                 raise LaunchError(f"the local agent is gone: {exc}") from exc
 
     async def launch(self, launch: Launch) -> None:
@@ -164,7 +173,7 @@ class LocalAgentExecutor:
         for key in list(self._inflight):
             with contextlib.suppress(LaunchError):
                 await self._send({"op": "cancel", "key": key, "reason": "Leoflow is stopping"})
-        process.stdin.close()
+        process.close_stdin()
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE)
         except TimeoutError:

@@ -1,14 +1,18 @@
-"""Start child processes cheaply from an event loop.
+"""Start child processes cheaply, and follow them without the event loop's fd machinery.
 
 Each task runs in its own session, so a timeout or cancel can kill its whole
 process group. Both obvious ways to start such a child are slow in a process
 this size: uvloop spawns with fork() (~5 ms a child here), and CPython 3.11's
 subprocess gives up vfork() as soon as ``start_new_session`` is set (~2.6 ms).
 ``os.posix_spawn`` with ``setsid`` keeps glibc's vfork-style clone (~0.9 ms).
-Each child is awaited by a thread blocked in waitpid(). A pidfd watched by the
-loop would save the thread, but under uvloop a pidfd that reuses the number of a
-pipe whose transport is still closing never reported readiness: children stayed
-zombies and runs hung (seen in the 200-task fan-out benchmark).
+
+Two threads per running child, one reading its output to the end and one
+reaping it, hand both to the loop with ``call_soon_threadsafe``. Registering the pipes and
+pidfds with uvloop instead went wrong twice: a pidfd that reused a closing
+pipe's number never reported readiness (children stayed zombies, runs hung),
+and a pipe closed both by libuv and by its Python file object aborted the
+process. A command that leaves a background process holding its output open
+has exited all the same: the exit and the end of the output are separate.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Mapping, Sequence
 
-# One thread per running child, blocked in waitpid(); idle threads are reused.
-_REAPERS = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="leoflow-reaper")
+_READ = 64 * 1024
+
+Output = Callable[[bytes], None]
 
 
 def _exit_code(status: int) -> int:
@@ -32,20 +37,44 @@ def _exit_code(status: int) -> int:
 
 
 class Child:
-    """A running child process with an awaitable exit."""
+    """A running child: its output goes to ``on_output`` (on the loop), its exit to ``wait()``."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, output_fd: int | None, on_output: Output | None) -> None:
         self.pid = pid
-        self.pipe: object | None = None
-        self._exit: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._watch()
+        loop = asyncio.get_running_loop()
+        self._exit: asyncio.Future[int] = loop.create_future()
+        self._output_done: asyncio.Future[None] = loop.create_future()
+        threading.Thread(
+            target=self._reap, args=(loop,), name=f"leoflow-reap-{pid}", daemon=True
+        ).start()
+        if output_fd is None:
+            self._output_done.set_result(None)
+        else:
+            threading.Thread(
+                target=self._read,
+                args=(loop, output_fd, on_output),
+                name=f"leoflow-read-{pid}",
+                daemon=True,
+            ).start()
 
-    def _watch(self) -> None:
-        asyncio.get_running_loop().run_in_executor(_REAPERS, self._wait_blocking)
-
-    def _wait_blocking(self) -> None:
+    def _reap(self, loop: asyncio.AbstractEventLoop) -> None:
         _, status = os.waitpid(self.pid, 0)
-        self._exit.get_loop().call_soon_threadsafe(self._settle, _exit_code(status))
+        with contextlib.suppress(RuntimeError):  # the loop may be closing
+            loop.call_soon_threadsafe(self._settle, _exit_code(status))
+
+    def _read(self, loop: asyncio.AbstractEventLoop, fd: int, on_output: Output | None) -> None:
+        try:
+            while chunk := os.read(fd, _READ):
+                if on_output is not None:
+                    loop.call_soon_threadsafe(on_output, chunk)
+        finally:
+            os.close(fd)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._settle_output)
+
+    def _settle_output(self) -> None:
+        if not self._output_done.done():
+            self._output_done.set_result(None)
 
     def _settle(self, code: int) -> None:
         if not self._exit.done():
@@ -58,72 +87,71 @@ class Child:
     async def wait(self) -> int:
         return await asyncio.shield(self._exit)
 
+    async def output_closed(self) -> None:
+        """Until the child's output reached EOF (every chunk has been handed over)."""
+        await asyncio.shield(self._output_done)
+
+
+def _resolve(executable: str, env: Mapping[str, str]) -> str:
+    if os.sep in executable:
+        return executable
+    found = shutil.which(executable, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise FileNotFoundError(2, "command not found in PATH", executable)
+    return found
+
 
 async def spawn(
     argv: Sequence[str],
     *,
     env: Mapping[str, str],
-    capture: bool = True,
-) -> tuple[Child, asyncio.StreamReader | None]:
-    """Start ``argv`` in a new session; return it and a stream of its stdout+stderr."""
-    executable = argv[0]
-    if os.sep not in executable:
-        found = shutil.which(executable, path=env.get("PATH", os.defpath))
-        if found is None:
-            raise FileNotFoundError(2, "command not found in PATH", executable)
-        executable = found
-    actions: list[tuple[int, ...] | tuple[int, int, str, int, int]] = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)
+    on_output: Output | None = None,
+) -> Child:
+    """Start ``argv`` in a new session; its stdout+stderr go to ``on_output``."""
+    executable = _resolve(argv[0], env)
+    read_fd, write_fd = os.pipe()
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, write_fd, 1),
+        (os.POSIX_SPAWN_DUP2, write_fd, 2),
     ]
-    read_fd = write_fd = -1
-    if capture:
-        read_fd, write_fd = os.pipe()
-        actions += [
-            (os.POSIX_SPAWN_DUP2, write_fd, 1),
-            (os.POSIX_SPAWN_DUP2, write_fd, 2),
-        ]
-    else:
-        actions += [
-            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-        ]
     try:
         pid = os.posix_spawn(  # noqa: ASYNC221 - a vfork-style clone, well under 1 ms
             executable, list(argv), dict(env), file_actions=actions, setsid=True
         )
     except BaseException:
-        if capture:
-            os.close(read_fd)
-            os.close(write_fd)
+        os.close(read_fd)
         raise
-    child = Child(pid)
-    if not capture:
-        return child, None
-    os.close(write_fd)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**20, loop=loop)
-    pipe = os.fdopen(read_fd, "rb", buffering=0)
-    child.pipe = pipe  # held until the child is gone, so the fd is not closed under the loop
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    except BaseException:
-        pipe.close()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, 9)
-        raise
-    return child, reader
+    finally:
+        os.close(write_fd)
+    return Child(pid, read_fd, on_output)
 
 
 class PipedChild(Child):
-    """A child we talk to: its stdin as a writer, its stdout as a reader."""
+    """A helper process we talk to: lines to its stdin, its stdout to ``on_output``."""
 
-    def __init__(self, pid: int, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader) -> None:
-        super().__init__(pid)
-        self.stdin = stdin
-        self.stdout = stdout
+    def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, on_output: Output) -> None:
+        super().__init__(pid, stdout_fd, on_output)
+        self._stdin = stdin_fd
+        self._write_lock = asyncio.Lock()
+
+    async def write(self, data: bytes) -> None:
+        """Write to its stdin (in a thread: a full pipe must not block the loop)."""
+        async with self._write_lock:
+            if self._stdin < 0:
+                raise BrokenPipeError("stdin is closed")
+            view = memoryview(data)
+            while view:
+                written = await asyncio.to_thread(os.write, self._stdin, view)
+                view = view[written:]
+
+    def close_stdin(self) -> None:
+        if self._stdin >= 0:
+            os.close(self._stdin)
+            self._stdin = -1
 
 
-async def spawn_piped(argv: Sequence[str], env: Mapping[str, str]) -> PipedChild:
+async def spawn_piped(argv: Sequence[str], env: Mapping[str, str], on_output: Output) -> PipedChild:
     """Start a helper process with pipes on stdin and stdout; stderr is shared with ours.
 
     posix_spawn also keeps grpc's fork handlers out of it: they run on fork(),
@@ -137,16 +165,11 @@ async def spawn_piped(argv: Sequence[str], env: Mapping[str, str]) -> PipedChild
     ]
     try:
         pid = os.posix_spawn(argv[0], list(argv), dict(env), file_actions=actions)  # noqa: ASYNC221
+    except BaseException:
+        os.close(in_write)
+        os.close(out_read)
+        raise
     finally:
         os.close(in_read)
         os.close(out_write)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**20, loop=loop)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(out_read, "rb", buffering=0)
-    )
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(in_write, "wb", buffering=0)
-    )
-    writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    return PipedChild(pid, writer, reader)
+    return PipedChild(pid, in_write, out_read, on_output)

@@ -26,8 +26,9 @@ from leoflow.domain.execution import (
 )
 from leoflow.executor.spawn import Child, spawn
 
-_CHUNK = 64 * 1024
 KILL_GRACE = 5.0
+# How long a command's leftover background processes may hold its output open.
+OUTPUT_GRACE = 1.0
 
 
 def task_environment(launch: Launch) -> dict[str, str]:
@@ -60,7 +61,6 @@ def describe_exit(returncode: int) -> tuple[int, str]:
 class _Child:
     launch: Launch
     process: Child
-    output: asyncio.StreamReader | None
     supervisor: asyncio.Task[None] | None = None
     cancel_reason: str | None = None
 
@@ -80,11 +80,18 @@ class SubprocessExecutor:
     async def launch(self, launch: Launch) -> None:
         if self._report is None:
             raise LaunchError("executor not started")
+        report = self._report
+        key = (launch.ti_pk, launch.try_number)
+
+        def output(chunk: bytes) -> None:
+            report(LogData(key[0], key[1], chunk))
+
         try:
-            process, output = await spawn(launch.spec.argv(), env=task_environment(launch))
+            argv, env = launch.spec.argv(), task_environment(launch)
+            process = await spawn(argv, env=env, on_output=output)
         except OSError as exc:
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
-        child = _Child(launch, process, output)
+        child = _Child(launch, process)
         self._children[(launch.ti_pk, launch.try_number)] = child
         self._report(
             TaskStarted(launch.ti_pk, launch.try_number, f"pid:{process.pid}", time.time())
@@ -96,12 +103,6 @@ class SubprocessExecutor:
         report, launch, process = self._report, child.launch, child.process
         timed_out = False
 
-        async def pump() -> None:
-            assert child.output is not None
-            while chunk := await child.output.read(_CHUNK):
-                report(LogData(launch.ti_pk, launch.try_number, chunk))
-
-        pumping = asyncio.create_task(pump())
         try:
             await asyncio.wait_for(process.wait(), launch.spec.timeout)
         except TimeoutError:
@@ -110,8 +111,14 @@ class SubprocessExecutor:
         finally:
             if process.returncode is None:  # cancelled: the executor is stopping
                 await self._kill_group(process)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pumping, 5)
+            try:
+                await asyncio.wait_for(process.output_closed(), OUTPUT_GRACE)
+            except TimeoutError:
+                # The command exited but left processes holding its output open.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.output_closed(), 5)
             self._children.pop((launch.ti_pk, launch.try_number), None)
         assert process.returncode is not None
         code, said = describe_exit(process.returncode)

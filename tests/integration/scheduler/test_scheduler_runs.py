@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import subprocess
 
 from leoflow.domain.states import RunState, TaskState
 from leoflow.store import Store
@@ -188,3 +189,41 @@ tasks:
     assert scheduler.why(waiting[0].pk) == "DAG waits has 1 of 1 max_active_tasks running"
     assert scheduler.why(mirror.tasks["after"].pk) == "waiting for upstream task(s) first"
     scheduler.request_cancel(running[0].pk, "test over")
+
+
+async def test_a_command_that_leaves_a_background_process_still_finishes(
+    make_scheduler: SchedulerFactory, store: Store, tmp_path: object
+) -> None:
+    spec = dag(
+        """
+dag_id: leaves_child
+tasks:
+  t: {command: "sleep 30 & echo parent done"}
+"""
+    )
+    scheduler = await make_scheduler(spec)
+    await scheduler.start()
+    row = await run_to_end(scheduler, "leaves_child")
+    assert row.state is RunState.SUCCESS
+    (ti,) = await store.list_task_instances(run_pk=row.pk)
+    assert await store.read_log(ti.pk, 1) == b"parent done\n"
+    pid = int((ti.executor_ref or "pid:0").split(":")[1])
+    # The leftover `sleep` was in the task's session and was killed with it (it may take
+    # a moment to be reaped once its parent is gone).
+    for _ in range(250):
+        if not _session_members(pid):
+            break
+        await asyncio.sleep(0.02)
+    assert _session_members(pid) == []
+
+
+def _session_members(sid: int) -> list[str]:
+    """Live (not zombie) processes in session ``sid``."""
+    out = subprocess.run(
+        ["ps", "-e", "-o", "pid=,sid=,stat="], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        pid
+        for pid, s, stat in (line.split() for line in out.splitlines())
+        if s == str(sid) and "Z" not in stat
+    ]
