@@ -664,10 +664,13 @@ class Scheduler:
                 self.on_run_change(run)
 
     async def _flush(self, batch: _Batch) -> None:
-        if batch.tickets:
-            await self.store.insert_tickets(batch.tickets, self._clock() + self.config.ticket_ttl)
-        if batch.changes:
-            results = await self.store.transition_tasks(batch.changes, epoch=self.epoch)
+        if batch.changes or batch.tickets:
+            results = await self.store.transition_tasks(
+                batch.changes,
+                epoch=self.epoch,
+                tickets=batch.tickets,
+                tickets_expire_at=self._clock() + self.config.ticket_ttl,
+            )
             stale = {
                 change.ti_pk for change, ok in zip(batch.changes, results, strict=True) if not ok
             }

@@ -710,7 +710,12 @@ class Store:
         return await self._write(op, epoch)
 
     async def transition_tasks(
-        self, changes: Sequence[TaskChange], *, epoch: int | None
+        self,
+        changes: Sequence[TaskChange],
+        *,
+        epoch: int | None,
+        tickets: Sequence[tuple[str, int, int]] = (),
+        tickets_expire_at: float = 0.0,
     ) -> list[bool]:
         """Many compare-and-set transitions in one transaction; per-change success.
 
@@ -719,8 +724,12 @@ class Store:
         scheduled->queued in one batch both succeed). An illegal transition anywhere
         in the batch refuses the whole batch before anything is written.
         """
-        if not changes:
+        if not changes and not tickets:
             return []
+        ticket_rows = [
+            {"hash": h, "ti_pk": pk, "try_number": t, "expires_at": tickets_expire_at}
+            for h, pk, t in tickets
+        ]
         for change in changes:
             check_task_transition(TaskState(change.expected), TaskState(change.new))
             _check_fields(change.fields, TASK_FIELDS, "transition_tasks")
@@ -771,6 +780,8 @@ class Store:
                     raise StoreError(
                         f"batch transition updated {result.rowcount} rows, expected {len(batch)}"
                     )
+            if ticket_rows:  # the launches' tickets, in the same transaction
+                conn.execute(self._insert_ticket, ticket_rows)
             return results
 
         return await self._write(op, epoch)

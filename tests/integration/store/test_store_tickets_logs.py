@@ -91,3 +91,20 @@ async def test_insert_tickets_in_one_batch_each_single_use(store: Store) -> None
     assert (first.status, first.ti_pk, first.try_number) == ("ok", b.pk, 1)
     assert (await store.consume_ticket("hash-b", now=1e9)).status == "replayed"
     assert (await store.consume_ticket("hash-a", now=1e9)).ti_pk == a.pk
+
+
+async def test_tickets_ride_along_with_a_batch_of_transitions(store: Store) -> None:
+    from leoflow.domain.states import TaskState
+    from leoflow.store import TaskChange
+
+    run = await make_run(store, tasks=1)
+    (ti,) = await store.list_task_instances(run_pk=run.pk)
+    results = await store.transition_tasks(
+        [TaskChange(ti.pk, TaskState.NONE, TaskState.SCHEDULED, 0, {"ready_at": 1.0})],
+        epoch=None,
+        tickets=[("ride-along", ti.pk, 1)],
+        tickets_expire_at=2e9,
+    )
+    assert results == [True]
+    use = await store.consume_ticket("ride-along", now=1e9)
+    assert (use.status, use.ti_pk, use.try_number) == ("ok", ti.pk, 1)
