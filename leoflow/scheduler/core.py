@@ -504,36 +504,25 @@ class Scheduler:
                 batch,
             )
 
-    def _offer(self, ti: TaskMirror) -> None:
+    def _candidate(self, ti: TaskMirror) -> Candidate:
         run = self.runs[ti.run_pk]
         spec = run.spec.tasks[ti.task_id]
-        self.admission.offer(
-            Candidate(
-                key=ti.pk,
-                dag_id=run.dag_id,
-                pool=spec.pool,
-                pool_slots=spec.pool_slots,
-                priority=spec.priority,
-                run_order=run.created_at,
-                ready_order=ti.ready_at or 0.0,
-            )
+        return Candidate(
+            key=ti.pk,
+            dag_id=run.dag_id,
+            pool=spec.pool,
+            pool_slots=spec.pool_slots,
+            priority=spec.priority,
+            run_order=run.created_at,
+            ready_order=ti.ready_at or 0.0,
         )
+
+    def _offer(self, ti: TaskMirror) -> None:
+        self.admission.offer(self._candidate(ti))
 
     def _hold(self, ti: TaskMirror) -> None:
         """A try that already holds its slots (adopted after a restart)."""
-        run = self.runs[ti.run_pk]
-        spec = run.spec.tasks[ti.task_id]
-        self.admission.hold(
-            Candidate(
-                key=ti.pk,
-                dag_id=run.dag_id,
-                pool=spec.pool,
-                pool_slots=spec.pool_slots,
-                priority=spec.priority,
-                run_order=run.created_at,
-                ready_order=ti.ready_at or 0.0,
-            )
-        )
+        self.admission.hold(self._candidate(ti))
 
     def _start_runs(self, now: float, batch: _Batch) -> None:
         queued = sorted(
