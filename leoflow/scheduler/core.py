@@ -311,6 +311,7 @@ class Scheduler:
                 self._wakeup.clear()
                 await self._tick()
         except StaleEpoch as exc:
+            metrics.STALE_WRITES.inc()
             log.error("leadership lost: %s; stopping the scheduler loop", exc)
             self.failure = LeadershipLost(str(exc))
             self._fail_waiters(self.failure)

@@ -11,6 +11,7 @@ import pytest
 
 from leoflow.domain.states import RunState, TaskState
 from leoflow.executor.subprocess import SubprocessExecutor
+from leoflow.scheduler import metrics
 from leoflow.scheduler.core import LeadershipLost, Scheduler, SchedulerConfig
 from leoflow.store import Store
 from tests.integration.scheduler.conftest import SchedulerFactory, dag
@@ -83,8 +84,10 @@ async def test_a_deposed_scheduler_stops_at_its_first_write(
 
     await asyncio.wait_for(a_running_in_store(), 15)
     await store.take_office("new-leader")  # a newer leader exists from now on
+    refused_before = metrics.STALE_WRITES._value.get()
     with pytest.raises(LeadershipLost):
         await asyncio.wait_for(old.wait_run(row.pk), 15)
+    assert metrics.STALE_WRITES._value.get() == refused_before + 1  # counted
     tis = {t.task_id: t for t in await store.list_task_instances(run_pk=row.pk)}
     # a's success and b's scheduling came after the takeover: neither was written.
     assert tis["a"].state is TaskState.RUNNING
