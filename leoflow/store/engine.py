@@ -17,6 +17,8 @@ the busy timeout instead of failing when a read lock would have to be upgraded.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -56,10 +58,30 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA journal_mode = WAL")
+    _use_wal(cursor)
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch the file to WAL (a persistent, once-per-file change).
+
+    Switching needs the file to itself and does not wait on the busy timeout,
+    so a second process opening a brand-new database while the first creates
+    it got "database is locked". Once the file is WAL there is nothing to do.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _sqlite_is_memory(url: URL) -> bool:
