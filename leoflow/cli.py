@@ -139,16 +139,23 @@ async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int
 
 
 def cmd_lite(args: argparse.Namespace) -> int:
-    from leoflow.lite import serve
+    from leoflow.lite import StartupError, serve
 
     settings = _settings(args)
     _configure_logging("INFO" if args.verbose else "WARNING", settings.log_format)
     folder = Path(args.dags or settings.dags_folder or "dags")
-    _asyncio_run(
-        serve(
-            settings, folder, executor_name=args.executor or settings.executor, api=not args.no_api
+    try:
+        _asyncio_run(
+            serve(
+                settings,
+                folder,
+                executor_name=args.executor or settings.executor,
+                api=not args.no_api,
+            )
         )
-    )
+    except StartupError as exc:
+        print(f"leoflow lite: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 

@@ -39,6 +39,10 @@ from leoflow.store.rows import RunRow
 log = logging.getLogger("leoflow.lite")
 
 
+class StartupError(Exception):
+    """Lite cannot start as configured; the message says which setting to change."""
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -210,7 +214,7 @@ class DagFolderWatcher:
         self.folder = folder
         self.options = options
         self.say = say
-        self._fingerprint: tuple[tuple[str, float, int], ...] = ()
+        self._fingerprint: tuple[object, ...] = ()
         self._errors: dict[str, str] = {}
         self.good: dict[str, LoadedDag] = {}
         self._announced: set[str] = set()
@@ -225,11 +229,15 @@ class DagFolderWatcher:
         return tuple(entries)
 
     async def refresh(self, store: Store) -> bool:
-        fingerprint = self._scan()
+        # Pools are part of what a file is checked against: creating a missing
+        # pool through the API makes the file load without touching it.
+        pools = tuple(sorted(p.name for p in await store.list_pools()))
+        fingerprint = (*self._scan(), ("pools", pools))
         if fingerprint == self._fingerprint:
             return False
         self._fingerprint = fingerprint
-        result = load_dag_folder(self.folder, self.options)
+        options = LoadOptions(known_pools=set(pools), passthrough=self.options.passthrough)
+        result = load_dag_folder(self.folder, options)
         errors = {str(err.path): str(err) for err in result.errors}
         for path, text in errors.items():
             if self._errors.get(path) != text:
@@ -271,7 +279,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = DagFolderWatcher(folder, LoadOptions(known_pools=None), say)
+    watcher = DagFolderWatcher(folder, LoadOptions(), say)
     try:
         await watcher.refresh(runtime.store)
         dags = await runtime.store.list_dags()
@@ -279,13 +287,15 @@ async def serve(
         runtime.scheduler.register_dags({k: v.spec for k, v in watcher.good.items()}, paused)
         await runtime.scheduler.start()
         if api:
-            from leoflow.api.server import start_api_in_process
+            from leoflow.api.server import ApiConfigError, start_api_in_process
 
-            runtime.closers.append(
-                await start_api_in_process(
+            try:
+                close_api = await start_api_in_process(
                     settings, runtime.store, say, notify=runtime.scheduler.wake
                 )
-            )
+            except ApiConfigError as exc:
+                raise StartupError(str(exc)) from exc
+            runtime.closers.append(close_api)
         say(
             f"leoflow lite: {len(watcher.good)} DAG(s) from {folder}, state in "
             f"{settings.resolved_database_url}; Ctrl-C stops"

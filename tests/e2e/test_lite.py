@@ -135,3 +135,32 @@ def test_a_broken_file_is_reported_and_the_other_dags_keep_running(
     )
     assert _query(home, "select active from dags where dag_id='good'") == [(1,)]
     assert "fixed: " + str(folder / "bad.yaml") in (tmp_path / "lite-0.out").read_text()
+
+
+def test_a_dag_using_a_missing_pool_waits_as_an_error_until_the_pool_exists(
+    lite: object, home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "pooled.yaml").write_text(
+        _cron_dag("pooled", "  load: {command: 'echo loaded', pool: warehouse}\n")
+    )
+    lite(folder)  # type: ignore[operator]
+    _wait(
+        lambda: _query(home, "select error from dag_import_errors") != [],
+        "the missing pool to be reported",
+    )
+    ((error,),) = _query(home, "select error from dag_import_errors")
+    assert "tasks.load.pool: unknown pool 'warehouse'" in str(error)
+    assert _query(home, "select count(*) from dag_runs") == [(0,)]
+    # An operator creates the pool (as the API would): the file loads, the run goes.
+    with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
+        db.execute(
+            "insert into pools (name, slots, description, updated_at) values (?, ?, ?, ?)",
+            ("warehouse", 1, "", time.time()),
+        )
+    _wait(
+        lambda: ("success",) in _query(home, "select state from dag_runs where dag_id='pooled'"),
+        "a run once the pool exists",
+    )
+    assert _query(home, "select error from dag_import_errors") == []
