@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import signal
@@ -314,7 +313,3 @@ async def serve(
     finally:
         say("leoflow lite: stopping")
         await runtime.close()
-
-
-def dumps(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, default=str)

@@ -971,23 +971,16 @@ class _Batch:
 
 def _spec_for_tasks(spec: DagSpec, present: set[str]) -> DagSpec:
     """The DAG as far as this run knows it: tasks added to the file later are not part
-    of an older run, and dependencies on tasks it lacks are dropped."""
+    of an older run, and dependencies on tasks it lacks are dropped. A task the file
+    no longer has fails when its turn comes, saying so in its log."""
     if present == set(spec.tasks):
         return spec
     tasks: dict[str, TaskSpec] = {}
     for task_id in present:
-        task = spec.tasks.get(task_id)
-        if task is None:
-            task = TaskSpec(task_id=task_id, command=["/bin/sh", "-c", "exit 1"])
-            task = task.model_copy(
-                update={
-                    "command": [
-                        "/bin/sh",
-                        "-c",
-                        f"echo 'task {task_id} was removed from the DAG' >&2; exit 1",
-                    ]
-                }
-            )
+        task = spec.tasks.get(task_id) or TaskSpec(
+            task_id=task_id,
+            command=f"echo 'task {task_id} was removed from the DAG' >&2; exit 1",
+        )
         tasks[task_id] = task.model_copy(
             update={"depends_on": tuple(u for u in task.depends_on if u in present)}
         )

@@ -227,3 +227,31 @@ def _session_members(sid: int) -> list[str]:
         for pid, s, stat in (line.split() for line in out.splitlines())
         if s == str(sid) and "Z" not in stat
     ]
+
+
+async def test_a_task_removed_from_the_dag_fails_in_runs_that_still_have_it(
+    make_scheduler: SchedulerFactory, store: Store
+) -> None:
+    from leoflow.store.rows import TaskSeed
+
+    spec = dag("dag_id: shrunk\ntasks:\n  kept: {command: 'echo kept'}\n")
+    scheduler = await make_scheduler(spec)
+    row = await store.create_run(
+        "shrunk",
+        "made_before_the_edit",
+        run_type="manual",
+        logical_date=None,
+        conf={},
+        tasks=[
+            TaskSeed("kept", "default_pool", 1, 0, 1),
+            TaskSeed("gone", "default_pool", 1, 0, 1),
+        ],
+        epoch=None,
+    )
+    await scheduler.start()
+    final = await asyncio.wait_for(scheduler.wait_run(row.pk), 30)
+    tis = {t.task_id: t for t in await store.list_task_instances(run_pk=row.pk)}
+    assert final.state is RunState.FAILED
+    assert tis["kept"].state is TaskState.SUCCESS
+    assert tis["gone"].state is TaskState.FAILED
+    assert await store.read_log(tis["gone"].pk, 1) == b"task gone was removed from the DAG\n"
