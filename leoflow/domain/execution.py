@@ -28,6 +28,16 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def context_env(dag_id: str, run_id: str, task_id: str, try_number: int) -> dict[str, str]:
+    """What every task's command sees of where it runs, whichever executor runs it."""
+    return {
+        "LEOFLOW_DAG_ID": dag_id,
+        "LEOFLOW_RUN_ID": run_id,
+        "LEOFLOW_TASK_ID": task_id,
+        "LEOFLOW_TRY_NUMBER": str(try_number),
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class TaskStarted:
     ti_pk: int

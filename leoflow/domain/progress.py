@@ -69,6 +69,29 @@ def after_try(reason: str, try_number: int, max_tries: int) -> TaskState:
     return TaskState.UP_FOR_RETRY
 
 
+def end_of_try(
+    reason: str,
+    *,
+    try_number: int,
+    max_tries: int,
+    retry_delay: float,
+    exit_code: int | None,
+    message: str,
+    at: float,
+) -> tuple[TaskState, dict[str, object]]:
+    """The state a try's end leads to and the fields to record with it."""
+    new = after_try(reason, try_number, max_tries)
+    fields: dict[str, object] = {
+        "ended_at": at,
+        "exit_code": exit_code,
+        "reason": reason,
+        "message": message,
+    }
+    if new is TaskState.UP_FOR_RETRY:
+        fields["next_retry_at"] = at + retry_delay
+    return new, fields
+
+
 def waiting_on(spec: DagSpec, task_id: str, states: Mapping[str, TaskState]) -> tuple[str, ...]:
     """The upstreams a task in ``none`` still waits for."""
     return tuple(u for u in spec.tasks[task_id].depends_on if states[u] not in _OK_UPSTREAM)

@@ -23,6 +23,7 @@ from leoflow.domain.execution import (
     Report,
     TaskFinished,
     TaskStarted,
+    context_env,
 )
 from leoflow.executor.spawn import Child, spawn
 
@@ -36,12 +37,7 @@ def task_environment(launch: Launch) -> dict[str, str]:
     env = dict(os.environ)
     env.update(launch.spec.env)
     env.update(launch.env)
-    env.update(
-        LEOFLOW_DAG_ID=launch.dag_id,
-        LEOFLOW_RUN_ID=launch.run_id,
-        LEOFLOW_TASK_ID=launch.task_id,
-        LEOFLOW_TRY_NUMBER=str(launch.try_number),
-    )
+    env.update(context_env(launch.dag_id, launch.run_id, launch.task_id, launch.try_number))
     return env
 
 

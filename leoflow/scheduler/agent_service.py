@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from leoflow.domain.dag import DagSpec, TaskSpec
-from leoflow.domain.execution import Executor, TaskFinished, TaskStarted
-from leoflow.domain.progress import after_try
+from leoflow.domain.execution import Executor, TaskFinished, TaskStarted, context_env
+from leoflow.domain.progress import end_of_try
 from leoflow.domain.states import TaskState
 from leoflow.scheduler.agent_endpoint import (
     AgentEndpoint,
@@ -146,16 +146,16 @@ class SchedulerBackend:
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
             raise SessionRefused("the task instance no longer accepts this try's outcome")
-        new = after_try(reason, row.try_number, row.max_tries)
         task = await self._task_spec(s.dag_id, s.task_id)
-        fields: dict[str, object] = {
-            "ended_at": now,
-            "exit_code": exit_code,
-            "reason": reason,
-            "message": message,
-        }
-        if new is TaskState.UP_FOR_RETRY:
-            fields["next_retry_at"] = now + (task.retry_delay if task is not None else 0.0)
+        new, fields = end_of_try(
+            reason,
+            try_number=row.try_number,
+            max_tries=row.max_tries,
+            retry_delay=task.retry_delay if task is not None else 0.0,
+            exit_code=exit_code,
+            message=message,
+            at=now,
+        )
         done = await self._store.transition_task(
             s.ti_pk, row.state, new, epoch=None, expected_try=s.try_number, **fields
         )
@@ -180,13 +180,7 @@ _LIVE = (TaskState.QUEUED, TaskState.RUNNING)
 
 
 def _start_spec(s: TaskSession, spec: TaskSpec) -> StartSpec:
-    env = dict(spec.env)
-    env.update(
-        LEOFLOW_DAG_ID=s.dag_id,
-        LEOFLOW_RUN_ID=s.run_id,
-        LEOFLOW_TASK_ID=s.task_id,
-        LEOFLOW_TRY_NUMBER=str(s.try_number),
-    )
+    env = {**spec.env, **context_env(s.dag_id, s.run_id, s.task_id, s.try_number)}
     return StartSpec(argv=spec.argv(), env=env, cwd="", timeout_seconds=spec.timeout)
 
 

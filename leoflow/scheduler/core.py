@@ -34,7 +34,7 @@ from leoflow.domain.execution import (
     TaskFinished,
     TaskStarted,
 )
-from leoflow.domain.progress import after_try, evaluate, waiting_on
+from leoflow.domain.progress import end_of_try, evaluate, waiting_on
 from leoflow.domain.schedule import due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState, run_outcome
 from leoflow.scheduler import metrics
@@ -429,17 +429,16 @@ class Scheduler:
         was_running = ti.state is TaskState.RUNNING
         if ti.cancel_requested and reason != "success":
             reason = "cancelled"
-        new = after_try(reason, ti.try_number, ti.max_tries)
-        fields: dict[str, Any] = {
-            "ended_at": at,
-            "exit_code": exit_code,
-            "reason": reason,
-            "message": message,
-        }
-        if new is TaskState.UP_FOR_RETRY:
-            spec = self.runs[ti.run_pk].spec.tasks.get(ti.task_id)
-            delay = spec.retry_delay if spec is not None else 0.0
-            fields["next_retry_at"] = at + delay
+        spec = self.runs[ti.run_pk].spec.tasks.get(ti.task_id)
+        new, fields = end_of_try(
+            reason,
+            try_number=ti.try_number,
+            max_tries=ti.max_tries,
+            retry_delay=spec.retry_delay if spec is not None else 0.0,
+            exit_code=exit_code,
+            message=message,
+            at=at,
+        )
         self._move(ti, new, batch, **fields)
         if was_running:
             metrics.RUNNING.dec()

@@ -176,3 +176,25 @@ def test_not_retryable_reasons() -> None:
     assert {"cancelled", "secret"} == NOT_RETRYABLE
     for reason in NOT_RETRYABLE:
         assert after_try(reason, 1, 100) is T.FAILED
+
+
+def test_end_of_try_records_the_outcome_and_when_to_retry() -> None:
+    from leoflow.domain.progress import end_of_try
+
+    state, fields = end_of_try(
+        "exit_code", try_number=1, max_tries=3, retry_delay=30.0, exit_code=2,
+        message="exited with code 2", at=100.0,
+    )  # fmt: skip
+    assert state is TaskState.UP_FOR_RETRY
+    assert fields == {
+        "ended_at": 100.0,
+        "exit_code": 2,
+        "reason": "exit_code",
+        "message": "exited with code 2",
+        "next_retry_at": 130.0,
+    }
+    last, fields = end_of_try(
+        "timeout", try_number=3, max_tries=3, retry_delay=30.0, exit_code=None,
+        message="timed out", at=5.0,
+    )  # fmt: skip
+    assert last is TaskState.FAILED and "next_retry_at" not in fields
