@@ -595,6 +595,7 @@ class Scheduler:
             if self.on_task_change is not None:
                 self.on_task_change(run, ti)
             batch.launches.append(self._make_launch(run, ti, batch))
+            metrics.ADMITTED.inc()
         metrics.observe_admission(self.admission)
 
     def _make_launch(self, run: RunMirror, ti: TaskMirror, batch: _Batch) -> Launch:

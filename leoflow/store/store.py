@@ -838,21 +838,6 @@ class Store:
 
         await self._write(op, None)
 
-    async def insert_tickets(
-        self, tickets: Sequence[tuple[str, int, int]], expires_at: float
-    ) -> None:
-        """Many (hash, ti_pk, try_number) tickets in one transaction: a tick's launches."""
-        params = [
-            {"hash": h, "ti_pk": pk, "try_number": t, "expires_at": expires_at}
-            for h, pk, t in tickets
-        ]
-
-        def op(conn: Connection) -> None:
-            conn.execute(self._insert_ticket, params)
-
-        if params:
-            await self._write(op, None)
-
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
         """Use a ticket once. A failure says why: unknown, already used (replayed, even
         once it has also expired), or expired; ti_pk/try_number name the ticket's task."""

@@ -8,6 +8,7 @@ import itertools
 import subprocess
 
 from leoflow.domain.states import RunState, TaskState
+from leoflow.scheduler import metrics
 from leoflow.store import Store
 from tests.integration.scheduler.conftest import SchedulerFactory, Watch, dag, run_to_end
 
@@ -27,8 +28,10 @@ tasks:
     )
     scheduler = await make_scheduler(spec)
     await scheduler.start()
+    admitted_before = metrics.ADMITTED._value.get()
     row = await run_to_end(scheduler, "diamond")
     assert row.state is RunState.SUCCESS
+    assert metrics.ADMITTED._value.get() == admitted_before + 4  # one decision per task
     tis = {t.task_id: t for t in await store.list_task_instances(run_pk=row.pk)}
     assert {t.state for t in tis.values()} == {TaskState.SUCCESS}
     for down, ups in {"b": ["a"], "c": ["a"], "d": ["b", "c"]}.items():
