@@ -29,7 +29,16 @@ Environment: ``LEOFLOW_AGENT_ENDPOINT`` (gRPC target: host:port or unix:/path),
 ``LEOFLOW_POD_NAME``/``LEOFLOW_POD_UID`` (downward API), ``LEOFLOW_AGENT_CONNECT_TIMEOUT``
 (seconds to keep retrying an unreachable endpoint, default 60),
 ``LEOFLOW_AGENT_KILL_GRACE`` (seconds between SIGTERM and SIGKILL on timeout or
-cancellation, default 10), ``LEOFLOW_CGROUP_ROOT`` (default /sys/fs/cgroup).
+cancellation, default 10), ``LEOFLOW_CGROUP_ROOT`` (default /sys/fs/cgroup),
+``LEOFLOW_AGENT_TASK_USER`` (a user name or uid: run every command as that user, with
+its groups and HOME; needs an agent running as root).
+
+A command's environment is built, never inherited (``leoflow.agent.environment``): in
+pool mode the documented base (PATH, HOME, LANG, ...) taken from ours; in single mode
+(a pod) the container's environment without any ``LEOFLOW_*`` variable. Then the
+task's env and context variables, then its secrets. Secret values are masked as
+``***`` in the output before it is shipped (``leoflow.agent.masking``). Each command
+gets SIGKILL when the agent dies (``leoflow.agent.lifeline``).
 
 Exit codes besides the command's own: 2 usage, 3 control plane unreachable,
 4 ticket or session refused, 5 task setup failed (a secret, the working directory),
@@ -47,6 +56,12 @@ from typing import Any
 
 from leoflow.agent.cgroup import find_oom_counter
 from leoflow.agent.client import Client
+from leoflow.agent.environment import (
+    TaskUserError,
+    base_environment,
+    container_environment,
+    resolve_task_user,
+)
 from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
 
 _USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS]"
@@ -85,7 +100,17 @@ def run(argv: list[str]) -> int:
     if not pool and not ticket:
         warn("no ticket: LEOFLOW_AGENT_TICKET is not set")
         return EXIT_USAGE
+    user = None
+    if user_spec := os.environ.get("LEOFLOW_AGENT_TASK_USER", ""):
+        try:
+            user = resolve_task_user(user_spec)
+        except TaskUserError as exc:
+            warn(f"LEOFLOW_AGENT_TASK_USER: {exc}")
+            return EXIT_USAGE
+    base = base_environment(os.environ, user) if pool else container_environment(os.environ, user)
     settings = dict(
+        base_env=base,
+        task_user=user,
         endpoint=endpoint,
         connect_timeout=connect_timeout,
         kill_grace=kill_grace,
@@ -107,6 +132,8 @@ def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
         pod_name=settings["pod_name"],
         pod_uid=settings["pod_uid"],
         on_event=on_event,
+        base_env=settings["base_env"],
+        task_user=settings["task_user"],
     )
     sup.install_signal_handlers()
     return sup
@@ -158,15 +185,18 @@ async def _pool(settings: dict[str, Any], events: bool) -> int:
         run = runs[key] = TaskRun(sup, ticket, key=key)
 
         async def go() -> int:
+            failed = ""
             try:
                 code = await run.run()
             except Exception as exc:  # one task's bug must not take the others down
                 warn(f"task {key}: agent error: {exc!r}")
-                code = 1
+                code, failed = 1, f"agent error: {type(exc).__name__}: {exc}"
             finally:
                 runs.pop(key, None)
-            if run.token == "":  # never exchanged, so never reported
-                sup.event(event="finished", key=key, exit_code=code, message="not started")
+            if run.token == "" or failed:  # never reported: the executor reports it
+                sup.event(
+                    event="finished", key=key, exit_code=code, message=failed or "not started"
+                )
             return code
 
         task = asyncio.create_task(go())

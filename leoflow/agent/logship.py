@@ -9,6 +9,9 @@ rather than buffered without bound.
 If the stream breaks with UNAVAILABLE it is reopened for what follows (what was in
 flight may be lost); if it is refused, the rest of the output is read and dropped so
 the child never blocks on a full pipe.
+
+The task's secret values are masked here, before a byte is queued (``masking``), so
+they never reach the control plane's log store.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
 
 from leoflow.agent.client import Client
+from leoflow.agent.masking import Masker
 from leoflow.protocol.agent_v1 import pb
 
 MAX_CHUNK = 256 * 1024
@@ -31,7 +35,16 @@ _MAX_REOPENS = 5
 
 
 class LogShipper:
-    def __init__(self, client: Client, token: Callable[[], str], label: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        token: Callable[[], str],
+        label: str,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        values = tuple(secrets)
+        # One per stream: a value split across chunks is split within one stream.
+        self._maskers = {s: Masker(values) for s in (pb.LogChunk.STDOUT, pb.LogChunk.STDERR)}
         self._client = client
         self._token = token
         self._label = label
@@ -52,6 +65,12 @@ class LogShipper:
         self._pause = pause
 
     def feed(self, stream: int, data: bytes) -> None:
+        masker = self._maskers.get(stream)
+        if masker is not None:
+            data = masker.feed(data)
+        self._queue(stream, data)
+
+    def _queue(self, stream: int, data: bytes) -> None:
         if self._failed or not data:
             return
         self._pending.append((stream, data))
@@ -62,6 +81,8 @@ class LogShipper:
             self._pause(True)
 
     def finish(self) -> None:
+        for stream, masker in self._maskers.items():
+            self._queue(stream, masker.flush())
         self._closed = True
         self._wake.set()
 

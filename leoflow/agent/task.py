@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import socket
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from leoflow.agent.cgroup import OomCounter
 from leoflow.agent.client import Client, Refused, Unreachable
+from leoflow.agent.environment import TaskUser, task_environment
+from leoflow.agent.lifeline import parent_death_hook
 from leoflow.agent.logship import LogShipper
 from leoflow.protocol.agent_v1 import pb
 
@@ -79,8 +83,13 @@ class Supervisor:
         pod_name: str = "",
         pod_uid: str = "",
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        base_env: Mapping[str, str] | None = None,
+        task_user: TaskUser | None = None,
     ) -> None:
         self.client = client
+        # What every command starts from (see ``environment``); never our own environment.
+        self.base_env = dict(base_env or {})
+        self.task_user = task_user
         self.oom = oom
         self.kill_grace = kill_grace
         self.pod_name = pod_name
@@ -326,6 +335,15 @@ class TaskRun:
         self.sup.heartbeats.add(self)
         try:
             return await self._run_command(spec)
+        except Exception as exc:
+            if self.pid is not None:
+                raise
+            # Whatever went wrong before the command ran is this try's outcome, now,
+            # not a silence the control plane can only read as a lost agent.
+            return await self._fail_before_start(
+                EXIT_SETUP_FAILED,
+                f"the agent failed before starting the command: {type(exc).__name__}: {exc}",
+            )
         finally:
             self.sup.heartbeats.remove(self)
             self.sup.runs.discard(self)
@@ -333,9 +351,7 @@ class TaskRun:
                 self._kill_timer.cancel()
 
     async def _run_command(self, spec: Any) -> int:
-        env = dict(os.environ)
-        env.pop("LEOFLOW_AGENT_TICKET", None)
-        env.update(spec.env)
+        secrets: dict[str, str] = {}
         for name in spec.secret_names:
             try:
                 resolved = await self.sup.client.call(
@@ -346,7 +362,8 @@ class TaskRun:
                 return await self._fail_before_start(
                     EXIT_SETUP_FAILED, f"secret {name!r} could not be resolved: {why}"
                 )
-            env[secret_env_name(name)] = resolved.value
+            secrets[secret_env_name(name)] = resolved.value
+        env = task_environment(self.sup.base_env, spec.env, secrets)
         if not spec.argv:
             return await self._fail_before_start(EXIT_SETUP_FAILED, "the task has no command")
         stopped = self.cancel_reason or (
@@ -358,7 +375,11 @@ class TaskRun:
             )
 
         loop = asyncio.get_running_loop()
-        shipper = LogShipper(self.sup.client, lambda: self.token, self.label)
+        shipper = LogShipper(self.sup.client, lambda: self.token, self.label, secrets.values())
+        user = self.sup.task_user
+        as_user: dict[str, Any] = {}
+        if user is not None:
+            as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
         oom_before = self.sup.sample_oom(self)
         try:
             transport, proto = await loop.subprocess_exec(
@@ -370,10 +391,12 @@ class TaskRun:
                 env=env,
                 cwd=spec.cwd or None,
                 process_group=0,
+                preexec_fn=parent_death_hook(),
+                **as_user,
             )
-        except OSError as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self.sup.close_oom_window(self)
-            return await self._fail_before_start(*_spawn_failure(exc, spec.argv[0], spec.cwd))
+            return await self._fail_before_start(*_spawn_failure(exc, spec.argv[0], spec.cwd, user))
         self.pid = transport.get_pid()
         shipper.on_pressure(proto.pause)
         self.sup.event(event="started", key=self.key, pid=self.pid)
@@ -436,11 +459,17 @@ class TaskRun:
 
     async def _fail_before_start(self, exit_code: int, message: str) -> int:
         warn(f"{self.label}: {message}")
-        await self._report(exit_code, message)
+        await self._report(exit_code, message, not_started=True)
         return exit_code
 
     async def _report(
-        self, exit_code: int, message: str, *, oom_killed: bool = False, signum: int = 0
+        self,
+        exit_code: int,
+        message: str,
+        *,
+        oom_killed: bool = False,
+        signum: int = 0,
+        not_started: bool = False,
     ) -> None:
         request = pb.CompleteRequest(
             exit_code=exit_code,
@@ -448,6 +477,7 @@ class TaskRun:
             timed_out=self.timed_out,
             signal=signum,
             message=message,
+            not_started=not_started,
         )
         try:
             await self.sup.client.call("Complete", request, self.token)
@@ -456,11 +486,24 @@ class TaskRun:
         self.sup.event(event="finished", key=self.key, exit_code=exit_code, message=message)
 
 
-def _spawn_failure(exc: OSError, program: str, cwd: str) -> tuple[int, str]:
+def _spawn_failure(
+    exc: Exception, program: str, cwd: str, user: TaskUser | None
+) -> tuple[int, str]:
+    """Exit code and sentence for a command that could not be started."""
+    if isinstance(exc, ValueError):  # a NUL byte in the command or its environment
+        return EXIT_SETUP_FAILED, f"cannot start {program!r}: {exc}"
+    if isinstance(exc, subprocess.SubprocessError):
+        return EXIT_SETUP_FAILED, f"cannot start {program!r}: {exc}"
+    assert isinstance(exc, OSError)
     if isinstance(exc, FileNotFoundError) and cwd and not os.path.isdir(cwd):
         return EXIT_SETUP_FAILED, f"working directory {cwd!r} does not exist"
     if isinstance(exc, FileNotFoundError):
         return EXIT_NOT_FOUND, f"command not found: {program!r}"
+    if user is not None and exc.errno == errno.EPERM:
+        return EXIT_SETUP_FAILED, (
+            f"cannot run {program!r} as task user {user.name!r} (uid {user.uid}): "
+            f"{exc.strerror}; only an agent running as root can switch users"
+        )
     if isinstance(exc, PermissionError):
         return EXIT_CANNOT_EXECUTE, f"cannot execute {program!r}: {exc.strerror}"
     return EXIT_CANNOT_EXECUTE, f"cannot start {program!r}: {exc}"

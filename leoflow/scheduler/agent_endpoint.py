@@ -148,8 +148,17 @@ class AgentBackend(Protocol):
     async def append_log(self, s: TaskSession, data: bytes) -> None: ...
 
     async def complete(
-        self, s: TaskSession, *, exit_code: int, oom_killed: bool, timed_out: bool, message: str
-    ) -> None: ...
+        self,
+        s: TaskSession,
+        *,
+        exit_code: int,
+        oom_killed: bool,
+        timed_out: bool,
+        message: str,
+        not_started: bool = False,
+    ) -> None:
+        """``not_started``: the agent failed before the command ran; ``message`` says why."""
+        ...
 
     async def resolve_secret(self, s: TaskSession, name: str) -> str | None:
         """Only called for declared names; None: it cannot be resolved."""
@@ -444,6 +453,7 @@ class AgentEndpoint:
             oom_killed=request.oom_killed,
             timed_out=request.timed_out,
             message=request.message,
+            not_started=request.not_started,
         )
         return pb.CompleteResponse()
 

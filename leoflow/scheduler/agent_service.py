@@ -34,7 +34,9 @@ from leoflow.store import Store
 log = logging.getLogger("leoflow.scheduler.agent")
 
 
-def outcome_of(exit_code: int, oom_killed: bool, timed_out: bool) -> str:
+def outcome_of(exit_code: int, oom_killed: bool, timed_out: bool, not_started: bool = False) -> str:
+    if not_started:
+        return "launch_failed"
     if oom_killed:
         return "oom"
     if timed_out:
@@ -133,10 +135,17 @@ class SchedulerBackend:
         await self._store.append_log(s.ti_pk, s.try_number, data)
 
     async def complete(
-        self, s: TaskSession, *, exit_code: int, oom_killed: bool, timed_out: bool, message: str
+        self,
+        s: TaskSession,
+        *,
+        exit_code: int,
+        oom_killed: bool,
+        timed_out: bool,
+        message: str,
+        not_started: bool = False,
     ) -> None:
         now = self._clock()
-        reason = outcome_of(exit_code, oom_killed, timed_out)
+        reason = outcome_of(exit_code, oom_killed, timed_out, not_started)
         local = self._local(s.ti_pk)
         if local is not None:
             await local[0].submit(

@@ -108,7 +108,14 @@ class FakeBackend:
         self.journal.append(("append_log", s.ti_pk, s.try_number))
 
     async def complete(
-        self, s: TaskSession, *, exit_code: int, oom_killed: bool, timed_out: bool, message: str
+        self,
+        s: TaskSession,
+        *,
+        exit_code: int,
+        oom_killed: bool,
+        timed_out: bool,
+        message: str,
+        not_started: bool = False,
     ) -> None:
         ti = self.tis[s.ti_pk]
         ti.state = "success" if exit_code == 0 else "failed"
@@ -118,6 +125,8 @@ class FakeBackend:
             "timed_out": timed_out,
             "message": message,
         }
+        if not_started:
+            ti.outcome["not_started"] = True
         self.journal.append(("complete", s.ti_pk, s.try_number))
         self.completed[s.ti_pk].set()
 

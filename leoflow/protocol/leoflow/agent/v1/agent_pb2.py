@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-leoflow/protocol/leoflow/agent/v1/agent.proto\x12\x10leoflow.agent.v1\"!\n\x0f\x45xchangeRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\"\x92\x01\n\x10\x45xchangeResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x12\n\ntry_number\x18\x05 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x06 \x01(\x01\"P\n\x0cStartRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x0f\n\x07pod_uid\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\"\xbc\x01\n\rStartResponse\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\x35\n\x03\x65nv\x18\x02 \x03(\x0b\x32(.leoflow.agent.v1.StartResponse.EnvEntry\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x04 \x01(\x01\x12\x14\n\x0csecret_names\x18\x05 \x03(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x12\n\x10HeartbeatRequest\"T\n\x11HeartbeatResponse\x12\x18\n\x10\x63\x61ncel_requested\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x15\n\rsession_token\x18\x03 \x01(\t\"\x85\x01\n\x08LogChunk\x12\x31\n\x06stream\x18\x01 \x01(\x0e\x32!.leoflow.agent.v1.LogChunk.Stream\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"8\n\x06Stream\x12\x16\n\x12STREAM_UNSPECIFIED\x10\x00\x12\n\n\x06STDOUT\x10\x01\x12\n\n\x06STDERR\x10\x02\"!\n\x07LogsAck\x12\x16\n\x0e\x62ytes_received\x18\x01 \x01(\x03\"l\n\x0f\x43ompleteRequest\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x12\n\noom_killed\x18\x02 \x01(\x08\x12\x11\n\ttimed_out\x18\x03 \x01(\x08\x12\x0e\n\x06signal\x18\x04 \x01(\x05\x12\x0f\n\x07message\x18\x05 \x01(\t\"\x12\n\x10\x43ompleteResponse\"$\n\x14ResolveSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"&\n\x15ResolveSecretResponse\x12\r\n\x05value\x18\x01 \x01(\t2\xf0\x03\n\x05\x41gent\x12Q\n\x08\x45xchange\x12!.leoflow.agent.v1.ExchangeRequest\x1a\".leoflow.agent.v1.ExchangeResponse\x12H\n\x05Start\x12\x1e.leoflow.agent.v1.StartRequest\x1a\x1f.leoflow.agent.v1.StartResponse\x12T\n\tHeartbeat\x12\".leoflow.agent.v1.HeartbeatRequest\x1a#.leoflow.agent.v1.HeartbeatResponse\x12?\n\x04Logs\x12\x1a.leoflow.agent.v1.LogChunk\x1a\x19.leoflow.agent.v1.LogsAck(\x01\x12Q\n\x08\x43omplete\x12!.leoflow.agent.v1.CompleteRequest\x1a\".leoflow.agent.v1.CompleteResponse\x12`\n\rResolveSecret\x12&.leoflow.agent.v1.ResolveSecretRequest\x1a\'.leoflow.agent.v1.ResolveSecretResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-leoflow/protocol/leoflow/agent/v1/agent.proto\x12\x10leoflow.agent.v1\"!\n\x0f\x45xchangeRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\"\x92\x01\n\x10\x45xchangeResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x12\n\ntry_number\x18\x05 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x06 \x01(\x01\"P\n\x0cStartRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x0f\n\x07pod_uid\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\"\xbc\x01\n\rStartResponse\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\x35\n\x03\x65nv\x18\x02 \x03(\x0b\x32(.leoflow.agent.v1.StartResponse.EnvEntry\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x04 \x01(\x01\x12\x14\n\x0csecret_names\x18\x05 \x03(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x12\n\x10HeartbeatRequest\"T\n\x11HeartbeatResponse\x12\x18\n\x10\x63\x61ncel_requested\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x15\n\rsession_token\x18\x03 \x01(\t\"\x85\x01\n\x08LogChunk\x12\x31\n\x06stream\x18\x01 \x01(\x0e\x32!.leoflow.agent.v1.LogChunk.Stream\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"8\n\x06Stream\x12\x16\n\x12STREAM_UNSPECIFIED\x10\x00\x12\n\n\x06STDOUT\x10\x01\x12\n\n\x06STDERR\x10\x02\"!\n\x07LogsAck\x12\x16\n\x0e\x62ytes_received\x18\x01 \x01(\x03\"\x81\x01\n\x0f\x43ompleteRequest\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x12\n\noom_killed\x18\x02 \x01(\x08\x12\x11\n\ttimed_out\x18\x03 \x01(\x08\x12\x0e\n\x06signal\x18\x04 \x01(\x05\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x13\n\x0bnot_started\x18\x06 \x01(\x08\"\x12\n\x10\x43ompleteResponse\"$\n\x14ResolveSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"&\n\x15ResolveSecretResponse\x12\r\n\x05value\x18\x01 \x01(\t2\xf0\x03\n\x05\x41gent\x12Q\n\x08\x45xchange\x12!.leoflow.agent.v1.ExchangeRequest\x1a\".leoflow.agent.v1.ExchangeResponse\x12H\n\x05Start\x12\x1e.leoflow.agent.v1.StartRequest\x1a\x1f.leoflow.agent.v1.StartResponse\x12T\n\tHeartbeat\x12\".leoflow.agent.v1.HeartbeatRequest\x1a#.leoflow.agent.v1.HeartbeatResponse\x12?\n\x04Logs\x12\x1a.leoflow.agent.v1.LogChunk\x1a\x19.leoflow.agent.v1.LogsAck(\x01\x12Q\n\x08\x43omplete\x12!.leoflow.agent.v1.CompleteRequest\x1a\".leoflow.agent.v1.CompleteResponse\x12`\n\rResolveSecret\x12&.leoflow.agent.v1.ResolveSecretRequest\x1a\'.leoflow.agent.v1.ResolveSecretResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,14 +53,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LOGCHUNK_STREAM']._serialized_end=764
   _globals['_LOGSACK']._serialized_start=766
   _globals['_LOGSACK']._serialized_end=799
-  _globals['_COMPLETEREQUEST']._serialized_start=801
-  _globals['_COMPLETEREQUEST']._serialized_end=909
-  _globals['_COMPLETERESPONSE']._serialized_start=911
-  _globals['_COMPLETERESPONSE']._serialized_end=929
-  _globals['_RESOLVESECRETREQUEST']._serialized_start=931
-  _globals['_RESOLVESECRETREQUEST']._serialized_end=967
-  _globals['_RESOLVESECRETRESPONSE']._serialized_start=969
-  _globals['_RESOLVESECRETRESPONSE']._serialized_end=1007
-  _globals['_AGENT']._serialized_start=1010
-  _globals['_AGENT']._serialized_end=1506
+  _globals['_COMPLETEREQUEST']._serialized_start=802
+  _globals['_COMPLETEREQUEST']._serialized_end=931
+  _globals['_COMPLETERESPONSE']._serialized_start=933
+  _globals['_COMPLETERESPONSE']._serialized_end=951
+  _globals['_RESOLVESECRETREQUEST']._serialized_start=953
+  _globals['_RESOLVESECRETREQUEST']._serialized_end=989
+  _globals['_RESOLVESECRETRESPONSE']._serialized_start=991
+  _globals['_RESOLVESECRETRESPONSE']._serialized_end=1029
+  _globals['_AGENT']._serialized_start=1032
+  _globals['_AGENT']._serialized_end=1528
 # @@protoc_insertion_point(module_scope)

@@ -99,18 +99,20 @@ class LogsAck(_message.Message):
     def __init__(self, bytes_received: _Optional[int] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("exit_code", "oom_killed", "timed_out", "signal", "message")
+    __slots__ = ("exit_code", "oom_killed", "timed_out", "signal", "message", "not_started")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NOT_STARTED_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
     oom_killed: bool
     timed_out: bool
     signal: int
     message: str
-    def __init__(self, exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., signal: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    not_started: bool
+    def __init__(self, exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., signal: _Optional[int] = ..., message: _Optional[str] = ..., not_started: _Optional[bool] = ...) -> None: ...
 
 class CompleteResponse(_message.Message):
     __slots__ = ()
