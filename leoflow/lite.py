@@ -63,7 +63,7 @@ def make_executor(settings: Settings, name: str) -> Executor:
     if name == "subprocess":
         from leoflow.executor.subprocess import SubprocessExecutor
 
-        return SubprocessExecutor()
+        return SubprocessExecutor(task_user=settings.task_user)
     if name == "agent":
         from leoflow.executor.local_agent import LocalAgentExecutor
 

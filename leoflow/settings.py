@@ -104,6 +104,8 @@ class Settings(BaseSettings):
 
     # --- scheduler
     executor: Literal["subprocess", "agent", "kubernetes"] = "agent"
+    # Lite run as root: run every task as this user (name or uid) instead of root.
+    task_user: str | None = None
     scheduler_poll_interval: float = Field(1.0, gt=0)
     heartbeat_interval: float = Field(5.0, gt=0)
     heartbeat_timeout: float = Field(60.0, gt=0)

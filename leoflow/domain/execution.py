@@ -51,7 +51,8 @@ class TaskFinished:
     """How a try ended. ``reason`` is a short code; ``message`` is for people.
 
     Reasons: success, exit_code, timeout, oom, lost, cancelled, launch_failed,
-    evicted, image_pull, pending_timeout, secret.
+    evicted, image_pull, pending_timeout, secret, agent_died (the agent died under
+    the try and its processes are gone: retried without spending a retry).
     """
 
     ti_pk: int

@@ -14,6 +14,12 @@ _OK_UPSTREAM = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
 _BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 # A try that ended for one of these reasons is not retried: retrying cannot help.
 NOT_RETRYABLE = frozenset({"cancelled", "secret"})
+# A try that ended for one of these reasons failed through no fault of the task (its
+# agent died under it): it runs again without spending a retry. At most
+# ``MAX_UNCOUNTED_TRIES`` times per task instance, so a task that kills its own agent
+# cannot run forever.
+NOT_COUNTED = frozenset({"agent_died"})
+MAX_UNCOUNTED_TRIES = 3
 
 
 def topological_order(spec: DagSpec) -> tuple[str, ...]:
@@ -78,15 +84,28 @@ def end_of_try(
     exit_code: int | None,
     message: str,
     at: float,
+    declared_tries: int | None = None,
 ) -> tuple[TaskState, dict[str, object]]:
-    """The state a try's end leads to and the fields to record with it."""
-    new = after_try(reason, try_number, max_tries)
+    """The state a try's end leads to and the fields to record with it.
+
+    ``declared_tries`` is what the DAG allows (retries + 1); tries beyond it were
+    granted for uncounted ends, and bound how many more may be granted.
+    """
     fields: dict[str, object] = {
         "ended_at": at,
         "exit_code": exit_code,
         "reason": reason,
         "message": message,
     }
+    if (
+        reason in NOT_COUNTED
+        and declared_tries is not None
+        and max_tries - declared_tries < MAX_UNCOUNTED_TRIES
+    ):
+        fields["max_tries"] = max_tries + 1
+        fields["next_retry_at"] = at
+        return TaskState.UP_FOR_RETRY, fields
+    new = after_try(reason, try_number, max_tries)
     if new is TaskState.UP_FOR_RETRY:
         fields["next_retry_at"] = at + retry_delay
     return new, fields

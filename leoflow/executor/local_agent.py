@@ -9,6 +9,14 @@ The agent's ``--events`` lines tell this executor when a try is over. If a try
 ends without its Complete reaching the scheduler (the agent could not start it,
 or died), the executor reports the outcome itself; the scheduler ignores a
 second report for a try that is already finished.
+
+The agent gets only what it needs: the documented task base environment, the
+endpoint's address and its own ``LEOFLOW_AGENT_*`` knobs — never the signing key,
+the database URL or any other setting of ours. If it dies (even of SIGKILL), every
+command it was running dies too: the kernel SIGKILLs each one (parent-death
+signal), and this executor kills what is left of each command's process group and
+waits until none of it is alive before it reports the try lost. Such a try is
+retried without spending one of the task's retries (reason ``agent_died``).
 """
 
 from __future__ import annotations
@@ -18,18 +26,32 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from leoflow.agent.environment import base_environment, resolve_task_user
 from leoflow.domain.execution import Attempt, Launch, LaunchError, Report, TaskFinished
+from leoflow.executor.process_groups import group_alive
 from leoflow.executor.spawn import PipedChild, spawn_piped
 from leoflow.settings import Settings
 
 log = logging.getLogger("leoflow.executor.local_agent")
 
 STOP_GRACE = 15.0
+# Passed on to the agent when set here; nothing else of our environment is.
+_AGENT_PASSTHROUGH = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "LEOFLOW_AGENT_CONNECT_TIMEOUT",
+    "LEOFLOW_AGENT_KILL_GRACE",
+    "LEOFLOW_CGROUP_ROOT",
+)
+_GROUP_POLL = 0.05
+_GROUP_WARN_AFTER = 10.0
 
 
 class LocalAgentExecutor:
@@ -38,11 +60,14 @@ class LocalAgentExecutor:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        if settings.task_user:
+            resolve_task_user(settings.task_user)  # an unknown user stops Lite at start
         self.agent_endpoint: str | None = None
         self._report: Report | None = None
         self._process: PipedChild | None = None
         self._reader: asyncio.Task[None] | None = None
         self._inflight: dict[str, Launch] = {}
+        self._pgids: dict[str, int] = {}
         self._lock = asyncio.Lock()
         self._stopping = False
         self._partial = b""
@@ -60,7 +85,7 @@ class LocalAgentExecutor:
             return self._process
         if self.agent_endpoint is None:
             raise LaunchError("the agent endpoint is not serving")
-        env = dict(os.environ)
+        env = agent_environment(self.settings)
         env["LEOFLOW_AGENT_ENDPOINT"] = self.agent_endpoint
         env["LEOFLOW_AGENT_PARENT_PID"] = str(os.getpid())
         # The endpoint is in this very process: if it stops answering for this
@@ -92,9 +117,42 @@ class LocalAgentExecutor:
             await asyncio.wait_for(process.output_closed(), 5)
         if not self._stopping:
             log.error("the Lite agent exited unexpectedly with code %s", code)
-        for key, launch in list(self._inflight.items()):
-            self._inflight.pop(key, None)
-            self._finish(launch, None, "lost", f"the local agent process exited with code {code}")
+        lost = list(self._inflight.items())
+        pgids = {self._pgids.pop(key) for key, _ in lost if key in self._pgids}
+        await self._kill_groups(pgids)
+        for key, launch in lost:
+            if self._inflight.pop(key, None) is None:
+                continue  # its end arrived meanwhile
+            self._finish(
+                launch,
+                None,
+                "agent_died",
+                f"the local agent process exited with code {code} while this try ran; "
+                "its processes were killed and it is retried without counting against "
+                "the task's retries",
+            )
+
+    async def _kill_groups(self, pgids: set[int]) -> None:
+        """SIGKILL each process group until none of its processes is alive."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        warned = False
+        while pgids:
+            for pgid in list(pgids):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                if not group_alive(pgid):
+                    pgids.discard(pgid)
+            if not pgids or self._stopping:
+                return
+            if not warned and loop.time() - started > _GROUP_WARN_AFTER:
+                warned = True
+                log.warning(
+                    "process group(s) %s of a dead agent survive SIGKILL; their tries are "
+                    "not retried until they are gone",
+                    sorted(pgids),
+                )
+            await asyncio.sleep(_GROUP_POLL)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind, key = event.get("event"), event.get("key")
@@ -102,7 +160,12 @@ class LocalAgentExecutor:
             if kind == "error":
                 log.warning("agent: %s", event.get("message"))
             return
-        if kind == "finished":
+        if kind == "started":
+            pid = event.get("pid")
+            if isinstance(pid, int) and key in self._inflight:
+                self._pgids[key] = pid  # the command leads its own process group
+        elif kind == "finished":
+            self._pgids.pop(key, None)
             launch = self._inflight.pop(key, None)
             if launch is not None:
                 code = event.get("exit_code")
@@ -114,6 +177,7 @@ class LocalAgentExecutor:
                     str(event.get("message", "")),
                 )
         elif kind == "error":
+            self._pgids.pop(key, None)
             launch = self._inflight.pop(key, None)
             if launch is not None:
                 self._finish(
@@ -183,3 +247,14 @@ class LocalAgentExecutor:
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
+
+
+def agent_environment(settings: Settings, source: dict[str, str] | None = None) -> dict[str, str]:
+    """The pool agent's environment: the task base and the agent's own knobs, no more."""
+    environ = dict(os.environ) if source is None else source
+    env = base_environment(environ)
+    env.update((name, environ[name]) for name in _AGENT_PASSTHROUGH if name in environ)
+    env["GRPC_ENABLE_FORK_SUPPORT"] = "0"
+    if settings.task_user:
+        env["LEOFLOW_AGENT_TASK_USER"] = settings.task_user
+    return env

@@ -5,6 +5,9 @@ process group. Both obvious ways to start such a child are slow in a process
 this size: uvloop spawns with fork() (~5 ms a child here), and CPython 3.11's
 subprocess gives up vfork() as soon as ``start_new_session`` is set (~2.6 ms).
 ``os.posix_spawn`` with ``setsid`` keeps glibc's vfork-style clone (~0.9 ms).
+A task's command needs more than posix_spawn can do — a parent-death signal, and
+with a task user setuid/setgid/setgroups — so ``spawn`` uses subprocess's fork
+path (~3 ms) and ``spawn_piped`` (our own helper processes) keeps posix_spawn.
 
 Two threads per running child, one reading its output to the end and one
 reaping it, hand both to the loop with ``call_soon_threadsafe``. Registering the pipes and
@@ -21,8 +24,13 @@ import asyncio
 import contextlib
 import os
 import shutil
+import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from leoflow.agent.environment import TaskUser
+from leoflow.agent.lifeline import parent_death_hook
 
 _READ = 64 * 1024
 
@@ -39,8 +47,15 @@ def _exit_code(status: int) -> int:
 class Child:
     """A running child: its output goes to ``on_output`` (on the loop), its exit to ``wait()``."""
 
-    def __init__(self, pid: int, output_fd: int | None, on_output: Output | None) -> None:
+    def __init__(
+        self,
+        pid: int,
+        output_fd: int | None,
+        on_output: Output | None,
+        wait: Callable[[], int] | None = None,
+    ) -> None:
         self.pid = pid
+        self._wait = wait
         loop = asyncio.get_running_loop()
         self._exit: asyncio.Future[int] = loop.create_future()
         self._output_done: asyncio.Future[None] = loop.create_future()
@@ -58,9 +73,13 @@ class Child:
             ).start()
 
     def _reap(self, loop: asyncio.AbstractEventLoop) -> None:
-        _, status = os.waitpid(self.pid, 0)
+        if self._wait is not None:
+            code = self._wait()
+        else:
+            _, status = os.waitpid(self.pid, 0)
+            code = _exit_code(status)
         with contextlib.suppress(RuntimeError):  # the loop may be closing
-            loop.call_soon_threadsafe(self._settle, _exit_code(status))
+            loop.call_soon_threadsafe(self._settle, code)
 
     def _read(self, loop: asyncio.AbstractEventLoop, fd: int, on_output: Output | None) -> None:
         try:
@@ -106,25 +125,38 @@ async def spawn(
     *,
     env: Mapping[str, str],
     on_output: Output | None = None,
+    user: TaskUser | None = None,
 ) -> Child:
-    """Start ``argv`` in a new session; its stdout+stderr go to ``on_output``."""
+    """Start ``argv`` in a new session; its stdout+stderr go to ``on_output``.
+
+    The child gets SIGKILL when this process dies (``lifeline``); with ``user`` it
+    runs as that user, with its groups.
+    """
     executable = _resolve(argv[0], env)
+    as_user: dict[str, Any] = {}
+    if user is not None:
+        as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
     read_fd, write_fd = os.pipe()
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, write_fd, 1),
-        (os.POSIX_SPAWN_DUP2, write_fd, 2),
-    ]
     try:
-        pid = os.posix_spawn(  # noqa: ASYNC221 - a vfork-style clone, well under 1 ms
-            executable, list(argv), dict(env), file_actions=actions, setsid=True
+        # Called on the loop's thread: the parent-death signal follows the thread
+        # that forked the child, and this one lives as long as we do.
+        process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, a few ms
+            list(argv),
+            executable=executable,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            preexec_fn=parent_death_hook(),
+            **as_user,
         )
     except BaseException:
         os.close(read_fd)
         raise
     finally:
         os.close(write_fd)
-    return Child(pid, read_fd, on_output)
+    return Child(process.pid, read_fd, on_output, wait=process.wait)
 
 
 class PipedChild(Child):

@@ -1,7 +1,11 @@
 """Run each task as a local child process: Lite's direct executor.
 
 Each child gets its own process group so that a timeout or a cancel kills
-everything the command started, not only the shell in front of it.
+everything the command started, not only the shell in front of it, and SIGKILL
+when Lite dies. Its environment is built, not inherited (``leoflow.agent.environment``):
+the documented base, the task's env, its context variables — never Lite's settings.
+This executor does not resolve secrets (the agent does): a task's ``secrets`` are not
+set here.
 """
 
 from __future__ import annotations
@@ -10,10 +14,12 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from leoflow.agent.environment import TaskUser, base_environment, resolve_task_user
 from leoflow.domain.durations import format_duration
 from leoflow.domain.execution import (
     Attempt,
@@ -32,9 +38,9 @@ KILL_GRACE = 5.0
 OUTPUT_GRACE = 1.0
 
 
-def task_environment(launch: Launch) -> dict[str, str]:
-    """The child's environment: ours, the task's, and where it sits in the DAG."""
-    env = dict(os.environ)
+def task_environment(launch: Launch, user: TaskUser | None = None) -> dict[str, str]:
+    """The child's environment: the base, the task's, and where it sits in the DAG."""
+    env = base_environment(os.environ, user)
     env.update(launch.spec.env)
     env.update(launch.env)
     env.update(context_env(launch.dag_id, launch.run_id, launch.task_id, launch.try_number))
@@ -65,7 +71,8 @@ class SubprocessExecutor:
     name = "subprocess"
     uses_agent = False
 
-    def __init__(self, kill_grace: float = KILL_GRACE) -> None:
+    def __init__(self, kill_grace: float = KILL_GRACE, task_user: str | None = None) -> None:
+        self._user = resolve_task_user(task_user) if task_user else None
         self._report: Report | None = None
         self._kill_grace = kill_grace
         self._children: dict[tuple[int, int], _Child] = {}
@@ -83,10 +90,12 @@ class SubprocessExecutor:
             report(LogData(key[0], key[1], chunk))
 
         try:
-            argv, env = launch.spec.argv(), task_environment(launch)
-            process = await spawn(argv, env=env, on_output=output)
+            argv, env = launch.spec.argv(), task_environment(launch, self._user)
+            process = await spawn(argv, env=env, on_output=output, user=self._user)
         except OSError as exc:
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
+        except (ValueError, subprocess.SubprocessError) as exc:  # a NUL byte, a failed setuid
+            raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc}") from exc
         child = _Child(launch, process)
         self._children[(launch.ti_pk, launch.try_number)] = child
         self._report(

@@ -438,6 +438,7 @@ class Scheduler:
             exit_code=exit_code,
             message=message,
             at=at,
+            declared_tries=spec.max_tries if spec is not None else None,
         )
         self._move(ti, new, batch, **fields)
         if was_running:
