@@ -14,6 +14,7 @@ of a secret, and lets it go with the next chunk or when the stream ends.
 from __future__ import annotations
 
 import base64
+import re
 import urllib.parse
 from collections.abc import Iterable
 
@@ -46,8 +47,10 @@ class Masker:
         forms: set[bytes] = set()
         for value in values:
             forms |= masked_forms(value)
-        # Longest first, so a value that contains another is masked whole.
+        # Longest first: where two forms match (a value and its padded base64, a
+        # value inside another), the alternation takes the longer.
         self._forms = sorted(forms, key=len, reverse=True)
+        self._pattern = re.compile(b"|".join(re.escape(f) for f in self._forms))
         self._held = b""
 
     @property
@@ -58,22 +61,29 @@ class Masker:
         if not self._forms:
             return data
         buffer = self._held + data
-        for form in self._forms:
-            if form in buffer:
-                buffer = buffer.replace(form, MASK)
-        keep = self._partial_suffix(buffer)
-        self._held = buffer[len(buffer) - keep :] if keep else b""
-        return buffer[: len(buffer) - keep]
+        # What could still grow into a (longer) form waits for the next chunk.
+        cut = len(buffer) - self._partial_suffix(buffer)
+        out: list[bytes] = []
+        pos = 0
+        for match in self._pattern.finditer(buffer):
+            if match.start() >= cut:
+                break
+            out += (buffer[pos : match.start()], MASK)
+            pos = match.end()
+        cut = max(cut, pos)
+        out.append(buffer[pos:cut])
+        self._held = buffer[cut:]
+        return b"".join(out)
 
     def flush(self) -> bytes:
         held, self._held = self._held, b""
-        return held
+        return self._pattern.sub(MASK, held) if held else held
 
     def _partial_suffix(self, buffer: bytes) -> int:
-        """Length of the longest end of ``buffer`` that some form starts with."""
+        """Length of the longest end of ``buffer`` that is a proper start of a form."""
         longest = min(len(self._forms[0]) - 1, len(buffer))
         for size in range(longest, 0, -1):
             tail = buffer[-size:]
-            if any(form.startswith(tail) for form in self._forms if len(form) > size):
+            if any(len(form) > size and form.startswith(tail) for form in self._forms):
                 return size
         return 0
