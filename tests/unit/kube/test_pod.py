@@ -416,3 +416,29 @@ def test_golden_pods_match_the_kubernetes_schema(path: Path) -> None:
     import kubernetes_validate
 
     kubernetes_validate.validate(json.loads(path.read_text()), "1.33", strict=True)
+
+
+def test_no_control_plane_value_reaches_the_pod_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = {
+        "LEOFLOW_TOKEN_SIGNING_KEY": "control-plane-signing-key-0123456789",
+        "LEOFLOW_DATABASE_URL": "postgresql+asyncpg://leoflow:db-password-xyz@db/leoflow",
+        "LEOFLOW_TOKEN": "client-api-token-abcdef",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    s = settings(
+        token_signing_key=secrets["LEOFLOW_TOKEN_SIGNING_KEY"],
+        database_url=secrets["LEOFLOW_DATABASE_URL"],
+    )
+    pod = build_pod(launch(env={"TARGET": "prod"}), s, agent_endpoint=ENDPOINT)
+    text = json.dumps(pod)
+    assert [name for name, value in secrets.items() if value in text] == []
+    [container] = pod["spec"]["containers"]
+    # The agent's four, nothing else: the task's env and secrets come over Start.
+    assert sorted(e["name"] for e in container["env"]) == [
+        "LEOFLOW_AGENT_ENDPOINT",
+        "LEOFLOW_AGENT_TICKET",
+        "LEOFLOW_POD_NAME",
+        "LEOFLOW_POD_UID",
+    ]
+    assert "envFrom" not in container
