@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import pwd
@@ -242,7 +243,11 @@ tasks:
     task_pid, child_pid = (int(p) for p in (marks / "try1").read_text().split())
     agent = rt.executor._process  # type: ignore[attr-defined]
     os.kill(agent.pid, signal.SIGKILL)
-    final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 60)
+    try:
+        final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # leave no orphan when it fails
+            os.killpg(task_pid, signal.SIGKILL)
     assert final.state is RunState.SUCCESS
     (ti,) = await rt.store.list_task_instances(run_pk=row.pk)
     assert ti.state is TaskState.SUCCESS and ti.try_number == 2
