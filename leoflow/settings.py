@@ -154,6 +154,24 @@ class Settings(BaseSettings):
             )
         return frozenset(value)
 
+    @field_validator("task_user")
+    @classmethod
+    def _check_task_user(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        import pwd
+
+        try:
+            entry = pwd.getpwuid(int(value)) if value.isdigit() else pwd.getpwnam(value)
+        except (KeyError, OverflowError):
+            raise ValueError(f"no user {value!r} on this host") from None
+        if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+            raise ValueError(
+                f"running tasks as {value!r} needs Lite to run as root (it runs as uid "
+                f"{os.geteuid()})"
+            )
+        return value
+
     @field_validator("image_pull_secrets", mode="before")
     @classmethod
     def _split_secrets(cls, value: Any) -> Any:

@@ -232,3 +232,9 @@ def test_settings_are_frozen() -> None:
     with pytest.raises(ValidationError):
         s.parallelism = 1  # type: ignore[misc]
     assert isinstance(s, Settings)
+
+
+def test_task_user_must_exist() -> None:
+    with pytest.raises(SettingsError, match=r"task_user.*no user 'no-such-user-here'"):
+        load_settings(task_user="no-such-user-here")
+    assert load_settings(task_user="nobody").task_user == "nobody"
