@@ -6,8 +6,10 @@ this size: uvloop spawns with fork() (~5 ms a child here), and CPython 3.11's
 subprocess gives up vfork() as soon as ``start_new_session`` is set (~2.6 ms).
 ``os.posix_spawn`` with ``setsid`` keeps glibc's vfork-style clone (~0.9 ms).
 A task's command needs more than posix_spawn can do — a parent-death signal, and
-with a task user setuid/setgid/setgroups — so ``spawn`` uses subprocess's fork
-path (~3 ms) and ``spawn_piped`` (our own helper processes) keeps posix_spawn.
+with a task user setuid/setgid/setgroups — so ``spawn`` pays for a real fork() and a
+Python hook in the child (on a loaded 2-core machine ~15 ms instead of ~4 ms a
+child; ``bench_lite``'s subprocess chain shows it). ``spawn_piped`` (our own helper
+processes, which die with us on their own) keeps posix_spawn.
 
 Two threads per running child, one reading its output to the end and one
 reaping it, hand both to the loop with ``call_soon_threadsafe``. Registering the pipes and
