@@ -198,3 +198,24 @@ def test_end_of_try_records_the_outcome_and_when_to_retry() -> None:
         message="timed out", at=5.0,
     )  # fmt: skip
     assert last is TaskState.FAILED and "next_retry_at" not in fields
+
+
+def test_a_try_whose_agent_died_is_rerun_uncounted_a_bounded_number_of_times() -> None:
+    from leoflow.domain.progress import MAX_UNCOUNTED_TRIES, end_of_try
+
+    declared = 1  # retries: 0
+    max_tries, try_number = declared, 1
+    for _ in range(MAX_UNCOUNTED_TRIES):
+        state, fields = end_of_try(
+            "agent_died", try_number=try_number, max_tries=max_tries, retry_delay=300.0,
+            exit_code=None, message="agent died", at=10.0, declared_tries=declared,
+        )  # fmt: skip
+        assert state is TaskState.UP_FOR_RETRY
+        assert fields["max_tries"] == max_tries + 1 and fields["next_retry_at"] == 10.0
+        max_tries, try_number = max_tries + 1, try_number + 1
+    # A task that keeps killing its own agent runs out of free tries.
+    state, fields = end_of_try(
+        "agent_died", try_number=try_number, max_tries=max_tries, retry_delay=300.0,
+        exit_code=None, message="agent died", at=10.0, declared_tries=declared,
+    )  # fmt: skip
+    assert state is TaskState.FAILED and "max_tries" not in fields
