@@ -41,8 +41,9 @@ task's env and context variables, then its secrets. Secret values are masked as
 gets SIGKILL when the agent dies (``leoflow.agent.lifeline``).
 
 Exit codes besides the command's own: 2 usage, 3 control plane unreachable,
-4 ticket or session refused, 5 task setup failed (a secret, the working directory),
-126 command not executable, 127 command not found.
+4 ticket or session refused, 5 task setup failed (a secret, the working directory, a
+NUL byte, the task user), 126 command not executable, 127 command not found. Each
+setup failure is reported at once in Complete with ``not_started`` set.
 """
 
 from __future__ import annotations
