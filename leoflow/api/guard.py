@@ -183,8 +183,17 @@ async def _answer(
     await send({"type": "http.response.body", "body": body})
 
 
-# A refused body is not read on: the connection cannot carry another request.
+# A refused request's unread body: when its Content-Length says it is at most this,
+# the server reads it on and discards it (uvicorn does, in constant memory, once the
+# answer is sent) so that a client that sends its whole body before reading — httpx,
+# so the CLI — gets the answer instead of a connection reset. A bigger or chunked body
+# is not read on: the answer says ``Connection: close`` and the connection ends.
+DISCARD_LIMIT = 16 * 1024 * 1024
 _CLOSE = ((b"connection", b"close"),)
+
+
+def _after_refusal(length: int, chunked: bool) -> tuple[tuple[bytes, bytes], ...]:
+    return _CLOSE if chunked or length > DISCARD_LIMIT else ()
 
 
 class RequestGuard:
@@ -212,6 +221,14 @@ class RequestGuard:
         method = str(scope["method"]).upper()
         path = str(scope["path"])
         headers = _headers(scope)
+        length_text = headers.get("content-length")
+        chunked = "transfer-encoding" in headers
+        if length_text is not None and not length_text.strip().isdigit():
+            await _answer(send, 400, f"Content-Length {length_text[:40]!r} is not a number", _CLOSE)
+            return
+        length = int(length_text) if length_text is not None else 0
+        has_body = chunked or length > 0
+        after = _after_refusal(length, chunked)
 
         host = split_host(headers.get("host", ""))
         probe = path in PROBE_PATHS and method in ("GET", "HEAD")
@@ -222,13 +239,14 @@ class RequestGuard:
                 400,
                 f"Host {shown!r} is not an allowed host of this API: add it to "
                 f"{HOSTS_SETTING} (allowed by default: {', '.join(LOOPBACK_HOSTS)})",
+                after,
             )
             return
 
         if method in STATE_CHANGING:
             refused = self._cross_origin(headers, host)
             if refused is not None:
-                await _answer(send, 403, refused)
+                await _answer(send, 403, refused, after)
                 return
 
         if self.auth.enabled and path not in OPEN_PATHS:
@@ -239,17 +257,11 @@ class RequestGuard:
                     send,
                     401,
                     "a valid bearer token is required (Authorization: Bearer TOKEN)",
-                    ((b"www-authenticate", b"Bearer"), *_CLOSE),
+                    ((b"www-authenticate", b"Bearer"), *after),
                 )
                 return
 
-        length_text = headers.get("content-length")
-        chunked = "transfer-encoding" in headers
-        if length_text is not None and not length_text.strip().isdigit():
-            await _answer(send, 400, f"Content-Length {length_text[:40]!r} is not a number", _CLOSE)
-            return
-        length = int(length_text) if length_text is not None else 0
-        if not chunked and length == 0:
+        if not has_body:
             await self.app(scope, receive, send)
             return
 
@@ -262,7 +274,7 @@ class RequestGuard:
                 415,
                 f"Content-Type {media or '(none)'!r} is not accepted here; send the body as "
                 + (" or ".join(accepted)),
-                _CLOSE,
+                after,
             )
             return
 
@@ -270,10 +282,10 @@ class RequestGuard:
         setting = DAG_LIMIT_SETTING if document else BODY_LIMIT_SETTING
         too_large = f"the request body is over the limit of {limit} bytes ({setting})"
         if length > limit:
-            await _answer(send, 413, too_large, _CLOSE)
+            await _answer(send, 413, too_large, after)
             return
         body = await _read_body(receive, limit)
-        if body is None:
+        if body is None:  # chunked, or a Content-Length that lied
             await _answer(send, 413, too_large, _CLOSE)
             return
         if not document:

@@ -1,6 +1,6 @@
 """The request guard on every route: a matrix over the app's routes (walked from
-``app.routes``, so a route added later is covered without editing this file) ×
-{foreign Host, cross-site Origin on a write, text/plain body, oversize body, no
+``app.routes``, so a route added later is covered without editing this file), each
+against {foreign Host, cross-site Origin on a write, text/plain body, oversize body, no
 token}. Each request is a raw ASGI call whose ``receive`` counts what the app pulled,
 so "refused before the body was read" is observed, not assumed."""
 
