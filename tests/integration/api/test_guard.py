@@ -208,13 +208,15 @@ async def test_every_route_refuses_hostile_requests(
     )
     assert answer.status == 413, answer.body
     assert answer.pulled == 0
-    assert answer.headers.get("connection") == "close"
+    # Small enough for the server to discard, so the connection may live on.
+    assert "connection" not in answer.headers
     chunk = b"x" * 1000
     answer = await asgi(
         guarded, method, path, {**ADMIN, **body_headers(media, None)}, [chunk] * 100
     )
     assert answer.status == 413, answer.body
     assert "LEOFLOW_API_" in answer.detail and str(limit) in answer.detail
+    assert answer.headers["connection"] == "close"  # the rest is not read
     assert answer.pulled <= limit + len(chunk)
 
     # No (or a bad) token: 401 from the headers; the body is never read.

@@ -200,6 +200,19 @@ async def test_leoflow_api_refuses_200_mb_bodies_without_holding_them(tmp_path: 
             )
             assert status == 413 and b"LEOFLOW_API_BODY_LIMIT" in body, body
             assert sent < 40 * MB, sent
+            # Host, Origin and Content-Type hold in Pro too, behind the tokens.
+            r = await client.get("/api/v1/runs", headers={**admin, "Host": "evil.example"})
+            assert r.status_code == 400
+            r = await client.post(
+                "/api/v1/dags/etl/runs", json={}, headers={**admin, "Origin": "http://evil.example"}
+            )
+            assert r.status_code == 403
+            r = await client.post(
+                "/api/v1/dags/etl/runs",
+                content="{}",
+                headers={**admin, "Content-Type": "text/plain"},
+            )
+            assert r.status_code == 415
             # Still serving, and nothing was stored.
             r = await client.get("/api/v1/runs", headers=admin)
             assert r.status_code == 200 and r.json()["runs"] == []
