@@ -251,6 +251,13 @@ async def test_allowed_hosts_origins_and_the_cli_shape_pass(store: Store, tmp_pa
         answer = await asgi(app, "GET", "/api/v1/dags", {**ADMIN, "Host": host})
         assert answer.status == 400, host
 
+    # kubelet probes and Prometheus address the pod by IP: the probes answer; nothing else.
+    pod_ip = {"Host": "10.244.1.7:8080"}
+    for path in ("/healthz", "/metrics"):
+        assert (await asgi(app, "GET", path, pod_ip)).status == 200, path
+    assert (await asgi(app, "GET", "/api/v1/dags", {**ADMIN, **pod_ip})).status == 400
+    assert (await asgi(app, "POST", "/healthz", pod_ip)).status == 400
+
     async def pause(extra: dict[str, str]) -> int:
         answer = await asgi(app, "POST", "/api/v1/dags/etl/pause", {**ADMIN, **extra})
         return answer.status
