@@ -35,6 +35,7 @@ read through a rebound name tells nothing a direct request would not.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,11 +139,18 @@ def _refuse_constant(name: str) -> Any:
     raise _NotStrictJson(f"{name} is not JSON (only finite numbers are)")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: valid JSON syntax, but no finite number
+        raise _NotStrictJson(f"{text[:40]} is out of range (only finite numbers are)")
+    return value
+
+
 def check_strict_json(body: bytes, max_depth: int) -> str | None:
     """Why ``body`` is refused (NaN/Infinity, nesting deeper than ``max_depth``), or
     None. Syntax errors are left to the route, which reports them with their place."""
     try:
-        value = json.loads(body, parse_constant=_refuse_constant)
+        value = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _NotStrictJson as exc:
         return str(exc)
     except RecursionError:
