@@ -116,6 +116,15 @@ def host_rules(extra: Sequence[str]) -> tuple[_HostRule, ...]:
     return tuple(rules)
 
 
+def _listen_host(listen: str) -> tuple[str, ...]:
+    """The address ``api_listen`` names, when it names one (not 0.0.0.0 or ::): a
+    client that dials that address sends it as Host."""
+    host = listen.rpartition(":")[0].strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        return ()
+    return (f"[{host}]" if ":" in host else host,)
+
+
 def parse_origin(value: str) -> tuple[str, str, int] | None:
     """``scheme://host[:port]`` -> (scheme, host, port); None when not such an origin."""
     try:
@@ -217,7 +226,7 @@ class RequestGuard:
         self.app = app
         self.settings = settings
         self.auth = auth
-        self.hosts = host_rules(settings.api_allowed_hosts)
+        self.hosts = host_rules((*settings.api_allowed_hosts, *_listen_host(settings.api_listen)))
         self.origins = frozenset(
             o for o in (parse_origin(v) for v in settings.api_allowed_origins) if o is not None
         )

@@ -314,3 +314,33 @@ def test_strict_json_and_host_parsing_edges() -> None:
     assert split_host("Example.COM.") == ("example.com", None)
     for bad in ("", "a:b", "a:0", "a:70000", "[::1", "[::1]x", "u@h", "a/b"):
         assert split_host(bad) is None, bad
+
+
+async def test_a_specific_listen_address_is_an_allowed_host(store: Store, tmp_path: Path) -> None:
+    for listen, host in (
+        ("192.0.2.7:8080", "192.0.2.7:8080"),
+        ("[2001:db8::1]:80", "[2001:db8::1]"),
+    ):
+        app = create_app(store, make_settings(tmp_path, api_listen=listen), auth=make_auth())
+        assert (await asgi(app, "GET", "/api/v1/dags", {**ADMIN, "Host": host})).status == 200
+    app = create_app(store, make_settings(tmp_path, api_listen="0.0.0.0:8080"), auth=make_auth())
+    assert (await asgi(app, "GET", "/api/v1/dags", {**ADMIN, "Host": "192.0.2.7"})).status == 400
+
+
+async def test_an_app_mounted_later_is_guarded_too(store: Store, tmp_path: Path) -> None:
+    """A web UI mounted at / after create_app gets the same checks without opting in."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def page(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("ui")
+
+    app = create_app(store, make_settings(tmp_path), auth=Auth.disabled())
+    app.mount("/", Starlette(routes=[Route("/ui", page, methods=["GET", "POST"])]))
+    assert (await asgi(app, "GET", "/ui", {"Host": HOST})).body == b"ui"
+    assert (await asgi(app, "GET", "/ui", {"Host": "evil.example"})).status == 400
+    form = {**body_headers("text/plain", 3), "Origin": "http://evil.example"}
+    assert (await asgi(app, "POST", "/ui", form, [b"a=b"])).status == 403
+    del form["Origin"]
+    assert (await asgi(app, "POST", "/ui", form, [b"a=b"])).status == 415
