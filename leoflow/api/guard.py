@@ -10,6 +10,8 @@ In order, each check answering with a JSON ``{"detail": ...}`` that names the se
    and Jupyter's local-host check do: the port in ``Host`` is the one the browser
    connected to, which an attacker cannot choose, so checking it adds nothing and
    would break a reverse proxy on another port. An entry ``name:port`` pins a port.
+   Allowed: 127.0.0.1, localhost, [::1], the address ``api_listen`` names (not a
+   wildcard), and ``api_allowed_hosts``.
 2. A state-changing request (POST, PUT, PATCH, DELETE) carrying an ``Origin`` that is
    neither this server's own origin nor an allowed origin, or ``Sec-Fetch-Site:
    cross-site`` / ``same-site`` (another port of the same host is another origin)
@@ -22,7 +24,8 @@ In order, each check answering with a JSON ``{"detail": ...}`` that names the se
    form can send without a CORS preflight) is never accepted.
 5. A body is bounded (413): a ``Content-Length`` above the route's limit is refused
    at once; a chunked body is counted while it arrives and refused at the limit, so
-   at most the limit is ever held in memory.
+   at most the limit is ever held in memory (see ``DISCARD_LIMIT`` for what happens
+   to the rest).
 6. A JSON body is strict (422): no ``NaN``/``Infinity`` (Python's json accepts them)
    and nesting bounded.
 
