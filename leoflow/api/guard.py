@@ -66,6 +66,7 @@ BODY_LIMIT_SETTING = "api_body_limit (LEOFLOW_API_BODY_LIMIT)"
 DAG_LIMIT_SETTING = "api_dag_body_limit (LEOFLOW_API_DAG_BODY_LIMIT)"
 DEPTH_SETTING = "api_json_max_depth (LEOFLOW_API_JSON_MAX_DEPTH)"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_NO_TOKEN = "a valid bearer token is required (Authorization: Bearer TOKEN)"
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
@@ -235,6 +236,9 @@ class RequestGuard:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -252,15 +256,8 @@ class RequestGuard:
 
         host = split_host(headers.get("host", ""))
         probe = path in PROBE_PATHS and method in ("GET", "HEAD")
-        if not probe and (host is None or not any(r.allows(*host) for r in self.hosts)):
-            shown = headers.get("host", "")[:100]
-            await _answer(
-                send,
-                400,
-                f"Host {shown!r} is not an allowed host of this API: add it to "
-                f"{HOSTS_SETTING} (allowed by default: {', '.join(LOOPBACK_HOSTS)})",
-                after,
-            )
+        if not probe and not self._host_allowed(host):
+            await _answer(send, 400, self._host_refusal(headers), after)
             return
 
         if method in STATE_CHANGING:
@@ -269,17 +266,9 @@ class RequestGuard:
                 await _answer(send, 403, refused, after)
                 return
 
-        if self.auth.enabled and path not in OPEN_PATHS:
-            scheme, _, token = headers.get("authorization", "").partition(" ")
-            token = token.strip() if scheme.lower() == "bearer" else ""
-            if self.auth.authenticate(token or None) is None:
-                await _answer(
-                    send,
-                    401,
-                    "a valid bearer token is required (Authorization: Bearer TOKEN)",
-                    ((b"www-authenticate", b"Bearer"), *after),
-                )
-                return
+        if not self._authenticated(path, headers):
+            await _answer(send, 401, _NO_TOKEN, ((b"www-authenticate", b"Bearer"), *after))
+            return
 
         if not has_body:
             await self.app(scope, receive, send)
@@ -304,7 +293,10 @@ class RequestGuard:
         if length > limit:
             await _answer(send, 413, too_large, after)
             return
-        body = await _read_body(receive, limit)
+        try:
+            body = await _read_body(receive, limit)
+        except _ClientGone:
+            return
         if body is None:  # chunked, or a Content-Length that lied
             await _answer(send, 413, too_large, _CLOSE)
             return
@@ -314,6 +306,42 @@ class RequestGuard:
                 await _answer(send, 422, problem)
                 return
         await self.app(scope, _replay(body, receive), send)
+
+    def _host_allowed(self, host: tuple[str, int | None] | None) -> bool:
+        return host is not None and any(rule.allows(*host) for rule in self.hosts)
+
+    def _host_refusal(self, headers: dict[str, str]) -> str:
+        shown = headers.get("host", "")[:100]
+        return (
+            f"Host {shown!r} is not an allowed host of this API: add it to "
+            f"{HOSTS_SETTING} (allowed by default: {', '.join(LOOPBACK_HOSTS)})"
+        )
+
+    def _authenticated(self, path: str, headers: dict[str, str]) -> bool:
+        if not self.auth.enabled or path in OPEN_PATHS:
+            return True
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        return self.auth.authenticate(token or None) is not None
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket (none today; a UI may add one) gets the Host, Origin and token
+        checks: a browser opens one cross-site without any preflight."""
+        headers = _headers(scope)
+        host = split_host(headers.get("host", ""))
+        # A close reason holds at most 123 bytes: short ones that name the setting.
+        refused = None
+        if not self._host_allowed(host):
+            refused = "Host not allowed: LEOFLOW_API_ALLOWED_HOSTS"
+        elif self._cross_origin(headers, host) is not None:
+            refused = "Origin not allowed: LEOFLOW_API_ALLOWED_ORIGINS"
+        elif not self._authenticated(str(scope["path"]), headers):
+            refused = "a valid bearer token is required"
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        await receive()  # websocket.connect; a close before accept is an HTTP 403
+        await send({"type": "websocket.close", "code": 1008, "reason": refused})
 
     def _cross_origin(
         self, headers: dict[str, str], host: tuple[str, int | None] | None
@@ -342,14 +370,19 @@ class RequestGuard:
         return None
 
 
+class _ClientGone(Exception):
+    pass
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or None as soon as more than ``limit`` bytes have arrived."""
+    """The whole body, or None as soon as more than ``limit`` bytes have arrived;
+    _ClientGone if the client disconnects first (nobody to answer)."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
-        if message["type"] != "http.request":  # the client went away
-            return b"".join(chunks)
+        if message["type"] != "http.request":
+            raise _ClientGone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, WebSocket
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import Auth
@@ -344,3 +344,45 @@ async def test_an_app_mounted_later_is_guarded_too(store: Store, tmp_path: Path)
     assert (await asgi(app, "POST", "/ui", form, [b"a=b"])).status == 403
     del form["Origin"]
     assert (await asgi(app, "POST", "/ui", form, [b"a=b"])).status == 415
+
+
+async def test_a_websocket_gets_the_host_origin_and_token_checks(
+    store: Store, tmp_path: Path
+) -> None:
+    app = create_app(store, make_settings(tmp_path), auth=make_auth())
+
+    @app.websocket("/ws")
+    async def echo(ws: WebSocket) -> None:
+        await ws.accept()
+        await ws.send_text("hello")
+        await ws.close()
+
+    async def open_ws(headers: dict[str, str]) -> list[dict[str, Any]]:
+        scope = {
+            "type": "websocket", "asgi": {"version": "3.0"}, "scheme": "ws", "path": "/ws",
+            "raw_path": b"/ws", "query_string": b"", "root_path": "", "subprotocols": [],
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+            "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 40000),
+        }  # fmt: skip
+        inbox = [{"type": "websocket.connect"}]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return inbox.pop(0) if inbox else {"type": "websocket.disconnect", "code": 1000}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await asyncio.wait_for(app(scope, receive, send), 30)
+        return sent
+
+    ok = await open_ws({**ADMIN, "Host": HOST, "Origin": f"http://{HOST}"})
+    assert [m["type"] for m in ok][:2] == ["websocket.accept", "websocket.send"], ok
+    for headers, why in (
+        ({**ADMIN, "Host": "evil.example"}, "LEOFLOW_API_ALLOWED_HOSTS"),
+        ({**ADMIN, "Host": HOST, "Origin": "http://evil.example"}, "LEOFLOW_API_ALLOWED_ORIGINS"),
+        ({"Host": HOST, "Origin": f"http://{HOST}"}, "bearer token"),
+    ):
+        refused = await open_ws(headers)
+        assert [m["type"] for m in refused] == ["websocket.close"], headers
+        assert refused[0]["code"] == 1008 and why in refused[0]["reason"]
