@@ -8,6 +8,7 @@ environment beats file beats default.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -172,7 +173,7 @@ class Settings(BaseSettings):
     def _split_hosts(cls, value: Any) -> Any:
         value = _split_list(value)
         for entry in value if isinstance(value, tuple) else ():
-            if "/" in str(entry) or not str(entry).strip() or " " in str(entry):
+            if not _HOST_ENTRY.fullmatch(str(entry)):
                 raise ValueError(
                     f"expected host names such as leoflow.example, .example.com, [::1] "
                     f"or name:port (no scheme or path), got {entry!r}"
@@ -205,6 +206,9 @@ class Settings(BaseSettings):
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
+
+
+_HOST_ENTRY = re.compile(r"(\*|\.?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
 
 
 def _split_list(value: Any) -> Any:

@@ -386,3 +386,19 @@ async def test_a_websocket_gets_the_host_origin_and_token_checks(
         refused = await open_ws(headers)
         assert [m["type"] for m in refused] == ["websocket.close"], headers
         assert refused[0]["code"] == 1008 and why in refused[0]["reason"]
+
+
+def test_malformed_allowed_hosts_and_origins_are_setting_errors(tmp_path: Path) -> None:
+    from leoflow.settings import SettingsError, load_settings
+
+    for name, value in (
+        ("api_allowed_hosts", "http://leoflow.example"),
+        ("api_allowed_hosts", "a:b"),
+        ("api_allowed_origins", "leoflow.example"),
+        ("api_allowed_origins", "https://ui.example/path"),
+    ):
+        with pytest.raises(SettingsError, match=f"LEOFLOW_{name.upper()}") as info:
+            load_settings(home=tmp_path, **{name: value})
+        assert value in str(info.value)
+    s = load_settings(home=tmp_path, api_allowed_hosts="a.example, .b.example,[::2]:81")
+    assert s.api_allowed_hosts == ("a.example", ".b.example", "[::2]:81")
