@@ -123,6 +123,10 @@ def _when(value: str | None) -> str:
     return datetime.fromisoformat(value).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _not_json(name: str) -> object:
+    raise ValueError(f"{name} is not JSON (only finite numbers are)")
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Columns padded to their widest cell; the last column is not padded."""
     cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
@@ -231,7 +235,8 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {}
     if args.conf:
         try:
-            body["conf"] = json.loads(args.conf)
+            # Strict, as the API is: NaN and Infinity are not JSON.
+            body["conf"] = json.loads(args.conf, parse_constant=_not_json)
         except ValueError as exc:
             raise ApiError(f"--conf is not JSON: {exc}") from exc
         if not isinstance(body["conf"], dict):

@@ -8,6 +8,7 @@ environment beats file beats default.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -122,6 +123,14 @@ class Settings(BaseSettings):
     api_listen: str = "127.0.0.1:8080"
     api_tokens_file: Path | None = None
     metrics_listen: str | None = None
+    # Host names (besides 127.0.0.1, localhost, [::1]) and origins the API accepts
+    # (leoflow/api/guard.py); comma-separated in the environment.
+    api_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    api_allowed_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    api_body_limit: int = Field(64 * 1024, gt=0)
+    api_dag_body_limit: int = Field(1024 * 1024, gt=0)
+    api_run_conf_limit: int = Field(32 * 1024, gt=0)
+    api_json_max_depth: int = Field(32, gt=0, le=512)
 
     # --- kubernetes
     task_namespace: str = "default"
@@ -179,6 +188,31 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("api_allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        value = _split_list(value)
+        for entry in value if isinstance(value, tuple) else ():
+            if not _HOST_ENTRY.fullmatch(str(entry)):
+                raise ValueError(
+                    f"expected host names such as leoflow.example, .example.com, [::1] "
+                    f"or name:port (no scheme or path), got {entry!r}"
+                )
+        return value
+
+    @field_validator("api_allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: Any) -> Any:
+        value = _split_list(value)
+        for entry in value if isinstance(value, tuple) else ():
+            scheme, sep, rest = str(entry).partition("://")
+            if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+                raise ValueError(
+                    f"expected origins such as https://leoflow.example or "
+                    f"http://localhost:3000 (scheme://host[:port], no path), got {entry!r}"
+                )
+        return value
+
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:
@@ -192,6 +226,17 @@ class Settings(BaseSettings):
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
+
+
+_HOST_ENTRY = re.compile(r"(\*|\.?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
+
+
+def _split_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, list):
+        return tuple(value)
+    return value
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

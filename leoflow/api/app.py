@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from leoflow.api import dags, health, logs, pools, runs, tasks
 from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
+from leoflow.api.guard import RequestGuard
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
@@ -54,5 +55,8 @@ def create_app(
     async def _illegal(request: Request, exc: IllegalTransition) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
+    # The guard wraps the whole app, so a router or a UI mounted later is covered
+    # too; metrics wrap the guard, so its refusals are counted.
+    app.add_middleware(RequestGuard, settings=settings, auth=auth)
     app.add_middleware(MetricsMiddleware)
     return app

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from leoflow.api.auth import Admin, Operator, Viewer
 from leoflow.api.context import Ctx
+from leoflow.api.guard import YAML_TYPES
 from leoflow.api.lookup import dag_or_404
 from leoflow.api.schemas import (
     FILE_NAME_PATTERN,
@@ -31,13 +32,13 @@ from leoflow.domain.loader import DagFileError, LoadOptions, parse_dag
 
 router = APIRouter(prefix="/api/v1/dags", tags=["dags"])
 
-MAX_DAG_BYTES = 1024 * 1024
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 _YAML_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
-        "description": "the DAG document (leoflow.yaml), as text",
-        "content": {t: {"schema": {"type": "string"}} for t in ("application/yaml", "text/plain")},
+        "description": "the DAG document (leoflow.yaml), as text; a YAML media type "
+        f"({', '.join(YAML_TYPES)}) is required (415 otherwise), at most "
+        "api_dag_body_limit bytes (413 otherwise)",
+        "content": {t: {"schema": {"type": "string"}} for t in YAML_TYPES},
     }
 }
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -75,13 +76,9 @@ async def apply_dag(
     if not _FILE_NAME.fullmatch(name):
         message = f"expected a file name matching {FILE_NAME_PATTERN}, got {name[:80]!r}"
         return _invalid("<api>", [Problem(file="<api>", field="name", line=None, message=message)])
+    # The guard (leoflow/api/guard.py) has checked the media type and the size.
     body = await request.body()
     file = str(_api_path(name))
-    if len(body) > MAX_DAG_BYTES:
-        return JSONResponse(
-            {"detail": f"{file}: the document is {len(body)} bytes; the limit is {MAX_DAG_BYTES}"},
-            status_code=413,
-        )
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from datetime import UTC, datetime
@@ -89,6 +90,16 @@ async def trigger_run(
     dag_id: str, ctx: Ctx, who: Operator, body: TriggerIn | None = None
 ) -> JSONResponse:
     body = body or TriggerIn()
+    # The guard refused NaN/Infinity and deep nesting; the size is bounded on its own
+    # because conf is stored with the run and handed to every task.
+    conf_size = len(json.dumps(body.conf, separators=(",", ":")).encode())
+    if conf_size > ctx.settings.api_run_conf_limit:
+        raise HTTPException(
+            422,
+            f"conf is {conf_size} bytes as JSON; the limit is "
+            f"{ctx.settings.api_run_conf_limit} (api_run_conf_limit, "
+            "LEOFLOW_API_RUN_CONF_LIMIT)",
+        )
     dag = await dag_or_404(ctx.store, dag_id)
     if dag.paused:
         raise HTTPException(409, f"DAG {dag_id!r} is paused: unpause it to trigger a run")

@@ -238,12 +238,24 @@ def test_default_chart_env_loads_as_settings(render: Any, monkeypatch: Any) -> N
     assert s.executor == "kubernetes" and s.task_namespace == RELEASE_NS
     assert s.leader_election.lease_name == "leoflow-scheduler"
     assert s.task_pod_security.run_as_non_root is True
-    _load(_settings_env(docs, "leoflow-api", "api"), monkeypatch)
+    api = _load(_settings_env(docs, "leoflow-api", "api"), monkeypatch)
+    # The api answers to every in-cluster name of its Service (probes are exempt).
+    svc = "leoflow-api"
+    assert api.api_allowed_hosts == (
+        svc,
+        f"{svc}.{RELEASE_NS}",
+        f"{svc}.{RELEASE_NS}.svc",
+        f"{svc}.{RELEASE_NS}.svc.cluster.local",
+    )
+    assert api.api_allowed_origins == ()
 
 
 def test_all_toggles_chart_env_loads_as_settings(render: Any, monkeypatch: Any) -> None:
     """The comma-separated lists (passthrough, pull secrets) must parse as settings."""
     docs = render(*ALL_TOGGLES)
+    api = _load(_settings_env(docs, "leoflow-api", "api"), monkeypatch)
+    assert api.api_allowed_hosts[-1] == "leoflow.example.com"
+    assert api.api_allowed_origins == ("https://leoflow.example.com",)
     s = _load(_settings_env(docs, "leoflow-scheduler", "scheduler"), monkeypatch)
     assert s.task_pod_passthrough == {"tolerations", "node_selector", "priority_class_name"}
     assert s.image_pull_secrets == ("registry-credentials",)

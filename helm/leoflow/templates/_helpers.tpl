@@ -20,6 +20,17 @@
 {{- printf "%s-api" (include "leoflow.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{- /* The Host names the api answers to (LEOFLOW_API_ALLOWED_HOSTS; loopback is always
+allowed, for kubectl port-forward): every in-cluster name of its Service, plus
+api.allowedHosts (an Ingress host). Probes and scrapes address the pod by IP: the
+api exempts /healthz, /readyz and /metrics from the Host check. */ -}}
+{{- define "leoflow.apiAllowedHosts" -}}
+{{- $name := include "leoflow.apiName" . }}
+{{- $ns := .Release.Namespace }}
+{{- $hosts := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.%s" $name $ns .Values.clusterDomain) }}
+{{- join "," (concat $hosts .Values.api.allowedHosts) }}
+{{- end }}
+
 {{- define "leoflow.schedulerName" -}}
 {{- printf "%s-scheduler" (include "leoflow.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}

@@ -130,3 +130,18 @@ async def test_server_and_token_flags_beat_the_environment(live: RunningApi, sto
         env={"LEOFLOW_SERVER": "http://127.0.0.1:9", "LEOFLOW_TOKEN": "wrong"},
     )  # fmt: skip
     assert code == 0 and len(json.loads(out)["runs"]) == 2
+
+
+async def test_the_cli_sees_the_guards_refusals(
+    live: RunningApi, store: Store, tmp_path: Path
+) -> None:
+    await seed(store)
+    big = tmp_path / "big.yaml"
+    big.write_text(DAG_YAML + "#" * (2 * 1024 * 1024) + "\n")
+    code, _, err = await cli(live, "dags", "apply", str(big))
+    assert code == 1
+    assert "413" in err and "LEOFLOW_API_DAG_BODY_LIMIT" in err, err
+    code, _, err = await cli(live, "trigger", "etl", "--conf", '{"x": NaN}', role="operator")
+    # Refused before it is sent, as strictly as the API would (which says 422).
+    assert code == 1 and "--conf is not JSON: NaN" in err, err
+    assert {r.run_id for r in await store.list_runs(dag_id="etl", limit=100)} == {"r", "q"}

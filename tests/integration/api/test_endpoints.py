@@ -9,6 +9,7 @@ from leoflow.store import Store
 from tests.integration.api.conftest import DAG_YAML, auth_header, put_dag
 
 ADMIN = auth_header("admin")
+ADMIN_YAML = {**ADMIN, "Content-Type": "application/yaml"}
 OPERATOR = auth_header("operator")
 VIEWER = auth_header("viewer")
 
@@ -73,7 +74,7 @@ async def test_apply_list_get_pause_unpause(
     row = await store.get_dag("etl")
     assert row is not None and row.source == DAG_YAML and row.fileloc == "api:etl"
 
-    again = await client.post("/api/v1/dags", content=DAG_YAML, headers=ADMIN)
+    again = await client.post("/api/v1/dags", content=DAG_YAML, headers=ADMIN_YAML)
     assert again.status_code == 200 and again.json()["changed"] is False
 
     await store.set_dag_error("/dags/broken.yaml", "broken.yaml: tasks: required field")
@@ -113,7 +114,7 @@ tasks:
     command: echo b
     colour: red
 """
-    response = await client.post("/api/v1/dags?name=bad.yaml", content=bad, headers=ADMIN)
+    response = await client.post("/api/v1/dags?name=bad.yaml", content=bad, headers=ADMIN_YAML)
     assert response.status_code == 422
     detail = response.json()["detail"]
     assert detail["file"] == "<api>/bad.yaml"
@@ -133,7 +134,7 @@ async def test_apply_semantic_problems_name_the_pool_and_the_upstream(
         "dag_id: bad\ntasks:\n  a:\n    command: x\n    pool: nowhere\n"
         "  b:\n    depends_on: [ghost]\n    command: y\n"
     )
-    response = await client.post("/api/v1/dags", content=bad, headers=ADMIN)
+    response = await client.post("/api/v1/dags", content=bad, headers=ADMIN_YAML)
     assert response.status_code == 422
     by_field = {p["field"]: p for p in response.json()["detail"]["problems"]}
     assert "unknown pool 'nowhere'" in by_field["tasks.a.pool"]["message"]
@@ -145,10 +146,10 @@ async def test_apply_semantic_problems_name_the_pool_and_the_upstream(
 
 async def test_apply_knows_pools_created_through_the_api(client: httpx.AsyncClient) -> None:
     text = "dag_id: p\ntasks:\n  a:\n    command: x\n    pool: gpu\n"
-    assert (await client.post("/api/v1/dags", content=text, headers=ADMIN)).status_code == 422
+    assert (await client.post("/api/v1/dags", content=text, headers=ADMIN_YAML)).status_code == 422
     created = await client.post("/api/v1/pools", json={"name": "gpu", "slots": 1}, headers=ADMIN)
     assert created.status_code == 201
-    assert (await client.post("/api/v1/dags", content=text, headers=ADMIN)).status_code == 201
+    assert (await client.post("/api/v1/dags", content=text, headers=ADMIN_YAML)).status_code == 201
 
 
 async def test_apply_checks_passthrough_on_kubernetes(
@@ -165,8 +166,10 @@ async def test_apply_checks_passthrough_on_kubernetes(
         "dag_id: k\ntasks:\n  a:\n    command: x\n    execution:\n"
         "      node_selector: {pool: big}\n"
     )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-        response = await c.post("/api/v1/dags", content=text, headers=ADMIN)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    ) as c:
+        response = await c.post("/api/v1/dags", content=text, headers=ADMIN_YAML)
     assert response.status_code == 422
     (problem,) = response.json()["detail"]["problems"]
     assert problem["field"] == "tasks.a.execution.node_selector"
@@ -174,10 +177,10 @@ async def test_apply_checks_passthrough_on_kubernetes(
 
 
 async def test_apply_rejects_bad_yaml_and_non_utf8(client: httpx.AsyncClient) -> None:
-    response = await client.post("/api/v1/dags", content="a: [1,\n", headers=ADMIN)
+    response = await client.post("/api/v1/dags", content="a: [1,\n", headers=ADMIN_YAML)
     assert response.status_code == 422
     assert "invalid YAML" in response.json()["detail"]["problems"][0]["message"]
-    response = await client.post("/api/v1/dags", content=b"\xff\xfe", headers=ADMIN)
+    response = await client.post("/api/v1/dags", content=b"\xff\xfe", headers=ADMIN_YAML)
     assert response.status_code == 422
     assert "UTF-8" in response.json()["detail"]["problems"][0]["message"]
 
@@ -437,7 +440,7 @@ async def test_a_pool_in_use_by_a_dag_is_not_deleted(
 ) -> None:
     await client.post("/api/v1/pools", json={"name": "gpu", "slots": 1}, headers=ADMIN)
     text = "dag_id: g\ntasks:\n  a:\n    command: x\n    pool: gpu\n"
-    assert (await client.post("/api/v1/dags", content=text, headers=ADMIN)).status_code == 201
+    assert (await client.post("/api/v1/dags", content=text, headers=ADMIN_YAML)).status_code == 201
     response = await client.delete("/api/v1/pools/gpu", headers=ADMIN)
     assert response.status_code == 409 and "g" in response.json()["detail"]
     assert "gpu" in {p.name for p in await store.list_pools()}

@@ -23,7 +23,7 @@ N = 250
 async def api(any_store: Store, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(any_store, make_settings(tmp_path), auth=make_auth())
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://api.test"
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
     ) as client:
         yield client
 

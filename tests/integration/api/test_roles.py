@@ -28,11 +28,20 @@ class Call:
     role: str
     ok: int
     kwargs: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 CALLS = [
     Call("GET", "/api/v1/dags", "/api/v1/dags", "viewer", 200),
-    Call("POST", "/api/v1/dags", "/api/v1/dags", "admin", 200, {"content": DAG_YAML}),
+    Call(
+        "POST",
+        "/api/v1/dags",
+        "/api/v1/dags",
+        "admin",
+        200,
+        {"content": DAG_YAML},
+        {"Content-Type": "application/yaml"},
+    ),
     Call("GET", "/api/v1/dags/{dag_id}", "/api/v1/dags/etl", "viewer", 200),
     Call("POST", "/api/v1/dags/{dag_id}/pause", "/api/v1/dags/etl/pause", "operator", 200),
     Call("POST", "/api/v1/dags/{dag_id}/unpause", "/api/v1/dags/etl/unpause", "operator", 200),
@@ -106,7 +115,9 @@ async def test_role_matrix(call: Call, client: httpx.AsyncClient, store: Store) 
     weaker = ROLES[: ROLES.index(call.role)]
     refusals += [(auth_header(role), 403) for role in weaker]
     for headers, status in refusals:
-        response = await client.request(call.method, call.url, headers=headers, **call.kwargs)
+        response = await client.request(
+            call.method, call.url, headers={**call.headers, **headers}, **call.kwargs
+        )
         assert response.status_code == status, (headers, response.text)
         assert "detail" in response.json()
         if status == 401:
@@ -119,7 +130,7 @@ async def test_role_matrix(call: Call, client: httpx.AsyncClient, store: Store) 
         if role != call.role and call.method != "GET":
             continue  # a write is made once, by the weakest role allowed
         response = await client.request(
-            call.method, call.url, headers=auth_header(role), **call.kwargs
+            call.method, call.url, headers={**call.headers, **auth_header(role)}, **call.kwargs
         )
         assert response.status_code == call.ok, (role, response.text)
 
