@@ -74,8 +74,10 @@ class SchedulerReplica:
             self.scheduler = None
             metrics.LEADER.set(0)
             metrics.LEADER_TRANSITIONS.labels(to="follower").inc()
-            await scheduler.stop()
-            log.info("left office (epoch %d)", epoch)
+            try:
+                await scheduler.stop()
+            finally:  # stopped, even if stopping hit a database that is gone
+                log.info("left office (epoch %d)", epoch)
 
 
 async def serve_scheduler(settings: Settings, *, executor_name: str | None = None) -> int:
