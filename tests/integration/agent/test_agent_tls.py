@@ -72,10 +72,12 @@ def _served_certificate(port: int, ca: Path) -> bytes:
 
     context = ssl.create_default_context(cafile=str(ca))
     context.set_alpn_protocols(["h2"])
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-            der = tls.getpeercert(binary_form=True)
-            assert tls.selected_alpn_protocol() == "h2"
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+        assert tls.selected_alpn_protocol() == "h2"
     assert der is not None
     return der
 
