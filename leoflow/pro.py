@@ -58,15 +58,16 @@ class SchedulerReplica:
         metrics.LEADER.set(1)
         metrics.LEADER_TRANSITIONS.labels(to="leader").inc()
         log.info("took office with epoch %d", epoch)
-        executor = make_executor(self.settings, self.executor_name)
-        target: Any = executor
-        if hasattr(target, "agent_endpoint"):
-            target.agent_endpoint = self.agent_address
-        pools = {p.name: p.slots for p in await self.store.list_pools()}
-        scheduler = Scheduler(
-            self.store, executor, scheduler_config(self.settings, pools), epoch=epoch
-        )
+        scheduler: Scheduler | None = None
         try:
+            executor = make_executor(self.settings, self.executor_name)
+            target: Any = executor
+            if hasattr(target, "agent_endpoint"):
+                target.agent_endpoint = self.agent_address
+            pools = {p.name: p.slots for p in await self.store.list_pools()}
+            scheduler = Scheduler(
+                self.store, executor, scheduler_config(self.settings, pools), epoch=epoch
+            )
             await scheduler.start()
             self.scheduler = scheduler
             await scheduler.join()
@@ -75,8 +76,9 @@ class SchedulerReplica:
             metrics.LEADER.set(0)
             metrics.LEADER_TRANSITIONS.labels(to="follower").inc()
             try:
-                await scheduler.stop()
-            finally:  # stopped, even if stopping hit a database that is gone
+                if scheduler is not None:
+                    await scheduler.stop()
+            finally:  # out of office, even if stopping hit a database that is gone
                 log.info("left office (epoch %d)", epoch)
 
 

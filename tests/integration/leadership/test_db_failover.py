@@ -204,13 +204,16 @@ async def test_a_leader_cut_off_from_the_database_stops_before_the_other_leads(
         )
         a = Scheduler("sched-a", via_proxy, tmp_path, TIMINGS)
         schedulers.append(a)
-        await wait_holder(store, "sched-a", log=a)
+        acquired = await wait_holder(store, "sched-a", log=a)
         b = Scheduler("sched-b", postgres_url, tmp_path, TIMINGS)
         schedulers.append(b)
-        for _ in range(600):
-            if a.first_time("took office") is not None:
+        # a leads in its steady state: in office, and renewing through the proxy.
+        for _ in range(1200):
+            row = await store.get_lease()
+            if a.first_time("took office") is not None and row.version >= acquired.version + 2:
                 break
             await asyncio.sleep(0.05)
+        assert row.holder == "sched-a" and row.version >= acquired.version + 2, a.tail()
         await proxy.cut()
         await wait_holder(store, "sched-b")
         for _ in range(600):
