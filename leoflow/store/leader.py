@@ -262,6 +262,13 @@ async def claim_or_refuse(store: Store, config: DbElectionConfig, url: str) -> D
     if 0 <= age < row.lease_duration:
         raise LeaseHeld(row.holder, url, f"renewed {age:.1f}s ago")
     # Stale by our wall clock, which may disagree with the holder's: watch the row.
+    log.warning(
+        "the store's lease is held by %s, last renewed %.0fs ago by its clock: watching it "
+        "for up to %.0fs before taking it over",
+        row.holder,
+        age,
+        row.lease_duration,
+    )
     seen = row.version
     while True:
         await asyncio.sleep(config.retry_period)
