@@ -147,3 +147,46 @@ async def test_claim_takes_over_from_a_dead_process_of_this_host(store: Store) -
     config = DbElectionConfig("me", lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
     claimed = await claim_or_refuse(store, config, "the-url")
     assert claimed.is_leader and (await store.get_lease()).holder == "me"
+
+
+async def _stale_row(store: Store, holder: str, duration: float) -> None:
+    """A row held by ``holder`` whose renew time (its clock) looks long past to ours."""
+    from dataclasses import replace
+
+    row = await store.get_lease()
+    written = await store.write_lease(
+        row.version, replace(row, holder=holder, renew_time=0.0, lease_duration=duration)
+    )
+    assert written is not None
+
+
+async def test_claim_takes_a_stale_lease_once_it_stays_unchanged(store: Store) -> None:
+    await _stale_row(store, "otherhost-1", 1.0)
+    config = DbElectionConfig("me", lease_duration=1.0, renew_deadline=0.5, retry_period=0.1)
+    claimed = await asyncio.wait_for(claim_or_refuse(store, config, "the-url"), 30)
+    row = await store.get_lease()
+    assert claimed.is_leader and row.holder == "me" and row.transitions == 1
+
+
+async def test_claim_refuses_a_holder_that_renews_while_watched(store: Store) -> None:
+    """Its clock may lag ours (renew_time looks old), but the row keeps changing."""
+    from dataclasses import replace
+
+    await _stale_row(store, "otherhost-2", 5.0)
+    stop = asyncio.Event()
+
+    async def renew() -> None:
+        while not stop.is_set():
+            row = await store.get_lease()
+            await store.write_lease(row.version, replace(row, renew_time=1.0))
+            await asyncio.sleep(0.05)
+
+    renewer = asyncio.create_task(renew())
+    config = DbElectionConfig("me", lease_duration=5.0, renew_deadline=2.0, retry_period=0.2)
+    try:
+        with pytest.raises(LeaseHeld, match=r"otherhost-2 .*renewed the lease while we watched"):
+            await asyncio.wait_for(claim_or_refuse(store, config, "the-url"), 30)
+    finally:
+        stop.set()
+        await renewer
+    assert (await store.get_lease()).holder == "otherhost-2"
