@@ -49,6 +49,8 @@ class Runtime:
     scheduler: Scheduler
     executor: Executor
     closers: list[Callable[[], Any]]
+    # Lite's hold on the store's lease (None for `leoflow run`, which takes no office).
+    lease: Any = None
 
     async def close(self) -> None:
         await self.scheduler.stop()
@@ -98,17 +100,21 @@ async def open_runtime(settings: Settings, executor_name: str, *, solo: bool = F
     """
     settings.home.mkdir(parents=True, exist_ok=True)
     store = await Store.open(settings.resolved_database_url)
+    lease: LiteLease | None = None
     try:
         for name, slots in settings.pools.items():
             await store.upsert_pool(name, slots)
         pools = {p.name: p.slots for p in await store.list_pools()}
         executor = make_executor(settings, executor_name)
+        lease = None if solo else await _claim_lease(settings, store)
         epoch = (
             None if solo else await store.take_office(settings.identity or f"lite-{os.getpid()}")
         )
         config = scheduler_config(settings, pools, solo=solo)
         scheduler = Scheduler(store, executor, config, epoch=epoch)
         closers: list[Callable[[], Any]] = []
+        if lease is not None:
+            closers.append(lease.close)
         if executor.uses_agent:
             from leoflow.scheduler.agent_service import start_agent_service
 
@@ -118,9 +124,52 @@ async def open_runtime(settings: Settings, executor_name: str, *, solo: bool = F
             if warm is not None:
                 await warm()
     except BaseException:
+        if lease is not None:
+            await lease.close()
         await store.close()
         raise
-    return Runtime(settings, store, scheduler, executor, closers)
+    return Runtime(settings, store, scheduler, executor, closers, lease)
+
+
+class LiteLease:
+    """Lite's hold on the store's lease, renewed in the background, so a
+    ``leoflow scheduler`` pointed at the same store does not lead beside it."""
+
+    def __init__(self, elector: Any) -> None:
+        self.elector = elector
+        self.keeper = asyncio.create_task(elector.keep(), name="leoflow-lite-lease")
+
+    @property
+    def lost(self) -> bool:
+        return self.keeper.done()
+
+    async def close(self) -> None:
+        self.keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.keeper
+        await self.elector.release()
+
+
+async def _claim_lease(settings: Settings, store: Store) -> LiteLease:
+    from leoflow.store.leader import (
+        DbElectionConfig,
+        LeaseHeld,
+        claim_or_refuse,
+        default_identity,
+    )
+
+    election = settings.leader_election
+    config = DbElectionConfig(
+        identity=settings.identity or default_identity(),
+        lease_duration=election.lease_duration,
+        renew_deadline=election.renew_deadline,
+        retry_period=election.retry_period,
+    )
+    try:
+        elector = await claim_or_refuse(store, config, settings.resolved_database_url)
+    except LeaseHeld as exc:
+        raise StartupError(str(exc)) from None
+    return LiteLease(elector)
 
 
 def spec_hash(spec: DagSpec) -> str:
@@ -304,6 +353,8 @@ async def serve(
                 await asyncio.wait_for(stop.wait(), settings.scheduler_poll_interval)
             if runtime.scheduler.failure is not None:
                 raise runtime.scheduler.failure
+            if runtime.lease is not None and runtime.lease.lost:
+                raise StartupError("lost the store's lease (could not renew it): stopping")
             if await watcher.refresh(runtime.store):
                 dags = await runtime.store.list_dags()
                 paused = {d.dag_id for d in dags if d.paused}

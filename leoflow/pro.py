@@ -4,7 +4,9 @@ Every replica serves the agent endpoint (an agent's connection sticks to
 whichever replica it reached). One replica leads, by a Lease: it takes office
 in the store (bumping the fencing epoch) and runs the scheduler loop with its
 executor; losing the Lease stops them at once. SIGTERM releases the Lease so a
-rolling update hands over in about one retry period.
+rolling update hands over in about one retry period. Without the Kubernetes
+executor the lease is a row in the store (``leoflow/store/leader.py``), with the
+same semantics.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import socket
 import sys
 from typing import Any
 
+from leoflow.domain.leadership import Elector
 from leoflow.health import serve_health
 from leoflow.lite import make_executor, scheduler_config
 from leoflow.scheduler import metrics
@@ -55,15 +58,16 @@ class SchedulerReplica:
         metrics.LEADER.set(1)
         metrics.LEADER_TRANSITIONS.labels(to="leader").inc()
         log.info("took office with epoch %d", epoch)
-        executor = make_executor(self.settings, self.executor_name)
-        target: Any = executor
-        if hasattr(target, "agent_endpoint"):
-            target.agent_endpoint = self.agent_address
-        pools = {p.name: p.slots for p in await self.store.list_pools()}
-        scheduler = Scheduler(
-            self.store, executor, scheduler_config(self.settings, pools), epoch=epoch
-        )
+        scheduler: Scheduler | None = None
         try:
+            executor = make_executor(self.settings, self.executor_name)
+            target: Any = executor
+            if hasattr(target, "agent_endpoint"):
+                target.agent_endpoint = self.agent_address
+            pools = {p.name: p.slots for p in await self.store.list_pools()}
+            scheduler = Scheduler(
+                self.store, executor, scheduler_config(self.settings, pools), epoch=epoch
+            )
             await scheduler.start()
             self.scheduler = scheduler
             await scheduler.join()
@@ -71,8 +75,11 @@ class SchedulerReplica:
             self.scheduler = None
             metrics.LEADER.set(0)
             metrics.LEADER_TRANSITIONS.labels(to="follower").inc()
-            await scheduler.stop()
-            log.info("left office (epoch %d)", epoch)
+            try:
+                if scheduler is not None:
+                    await scheduler.stop()
+            finally:  # out of office, even if stopping hit a database that is gone
+                log.info("left office (epoch %d)", epoch)
 
 
 async def serve_scheduler(settings: Settings, *, executor_name: str | None = None) -> int:
@@ -112,7 +119,7 @@ async def serve_scheduler(settings: Settings, *, executor_name: str | None = Non
         if name == "kubernetes":
             await _lead_by_lease(settings, replica, stop)
         else:
-            await _lead_alone(replica, stop)
+            await _lead_by_database(settings, replica, stop)
     finally:
         for close in reversed(closers):
             with contextlib.suppress(Exception):
@@ -121,17 +128,36 @@ async def serve_scheduler(settings: Settings, *, executor_name: str | None = Non
     return 0
 
 
-async def _lead_alone(replica: SchedulerReplica, stop: asyncio.Event) -> None:
-    """Without Kubernetes there is no Lease: one scheduler, always leading."""
-    term = asyncio.create_task(replica.lead())
+async def _lead_by_database(
+    settings: Settings, replica: SchedulerReplica, stop: asyncio.Event
+) -> None:
+    """Without Kubernetes the lease is a row in the store, with the Lease's semantics."""
+    from leoflow.store.leader import DbElectionConfig, DbLeaderElector
+
+    election = settings.leader_election
+    elector = DbLeaderElector(
+        replica.store,
+        DbElectionConfig(
+            identity=replica.identity,
+            lease_duration=election.lease_duration,
+            renew_deadline=election.renew_deadline,
+            retry_period=election.retry_period,
+        ),
+    )
+    await _run_elector(elector, replica, stop)
+
+
+async def _run_elector(elector: Elector, replica: SchedulerReplica, stop: asyncio.Event) -> None:
+    running = asyncio.create_task(elector.run(replica.lead))
     waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({term, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    for task in (term, waiter):
-        task.cancel()
+    try:
+        await asyncio.wait({running, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        running.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-    if term in done and term.exception() is not None:
-        raise term.exception()  # type: ignore[misc]
+            await running
+        waiter.cancel()
+        await elector.release()  # hand over now, not a lease duration from now
 
 
 async def _lead_by_lease(
@@ -152,14 +178,7 @@ async def _lead_by_lease(
             retry_period=election.retry_period,
         ),
     )
-    running = asyncio.create_task(elector.run(replica.lead))
-    waiter = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait({running, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        await _run_elector(elector, replica, stop)
     finally:
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await running
-        waiter.cancel()
-        await elector.release()  # hand over now, not a lease duration from now
         await client.close()

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -118,6 +125,16 @@ class Settings(BaseSettings):
     token_signing_key: str | None = None
     ticket_ttl: float = Field(600.0, gt=0)
     secrets_dir: Path | None = None
+    # TLS on the agent endpoint: the server's certificate and key (PEM files, re-read
+    # when they change); unset, the endpoint is plaintext (Lite on loopback).
+    agent_tls_cert_file: Path | None = None
+    agent_tls_key_file: Path | None = None
+    # The CA bundle this process's local agents verify the endpoint against (agent executor).
+    agent_tls_ca_file: Path | None = None
+    # Task pods get the CA bundle (key ca.crt) from this ConfigMap or Secret in the task
+    # namespace, mounted read-only at /etc/leoflow/agent-ca.
+    agent_tls_ca_configmap: str | None = None
+    agent_tls_ca_secret: str | None = None
 
     # --- http api
     api_listen: str = "127.0.0.1:8080"
@@ -147,6 +164,16 @@ class Settings(BaseSettings):
     pod_pending_timeout: float = Field(600.0, gt=0)
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
     identity: str | None = None
+
+    @model_validator(mode="after")
+    def _check_agent_tls(self) -> Settings:
+        if (self.agent_tls_cert_file is None) != (self.agent_tls_key_file is None):
+            raise ValueError(
+                "agent_tls_cert_file and agent_tls_key_file go together: set both or neither"
+            )
+        if self.agent_tls_ca_configmap and self.agent_tls_ca_secret:
+            raise ValueError("agent_tls_ca_configmap and agent_tls_ca_secret: set one, not both")
+        return self
 
     @field_validator("task_pod_passthrough", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""``leoflow agent [--pool] [--events] [--endpoint ADDRESS]``
+"""``leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]``
 
 Single mode (a task pod; the default) runs the one task whose ticket is in
 ``LEOFLOW_AGENT_TICKET`` and exits with its command's exit code.
@@ -25,7 +25,9 @@ Stdout: nothing, unless ``--events``, which writes one JSON object a line:
 ``{"event": "error", "key", "message"}``. Diagnostics go to stderr.
 
 Environment: ``LEOFLOW_AGENT_ENDPOINT`` (gRPC target: host:port or unix:/path),
-``LEOFLOW_AGENT_TICKET`` (single mode; removed from the command's environment),
+``LEOFLOW_AGENT_CA_FILE`` (or ``--ca-file``: a PEM CA bundle; when set the channel is
+TLS and the endpoint's certificate must chain to it; unset, plaintext, as Lite on
+loopback), ``LEOFLOW_AGENT_TICKET`` (single mode; removed from the command's environment),
 ``LEOFLOW_POD_NAME``/``LEOFLOW_POD_UID`` (downward API), ``LEOFLOW_AGENT_CONNECT_TIMEOUT``
 (seconds to keep retrying an unreachable endpoint, default 60),
 ``LEOFLOW_AGENT_KILL_GRACE`` (seconds between SIGTERM and SIGKILL on timeout or
@@ -56,7 +58,7 @@ import sys
 from typing import Any
 
 from leoflow.agent.cgroup import find_oom_counter
-from leoflow.agent.client import Client
+from leoflow.agent.client import Client, channel_credentials
 from leoflow.agent.environment import (
     TaskUserError,
     base_environment,
@@ -65,12 +67,13 @@ from leoflow.agent.environment import (
 )
 from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
 
-_USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS]"
+_USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
 
 
 def run(argv: list[str]) -> int:
     pool = events = False
     endpoint = os.environ.get("LEOFLOW_AGENT_ENDPOINT", "")
+    ca_file = os.environ.get("LEOFLOW_AGENT_CA_FILE", "")
     args = list(argv)
     while args:
         arg = args.pop(0)
@@ -82,6 +85,10 @@ def run(argv: list[str]) -> int:
             endpoint = args.pop(0)
         elif arg.startswith("--endpoint="):
             endpoint = arg.partition("=")[2]
+        elif arg == "--ca-file" and args:
+            ca_file = args.pop(0)
+        elif arg.startswith("--ca-file="):
+            ca_file = arg.partition("=")[2]
         elif arg in ("-h", "--help"):
             print(__doc__)
             return 0
@@ -97,6 +104,13 @@ def run(argv: list[str]) -> int:
     except ValueError as exc:
         warn(f"bad number in LEOFLOW_AGENT_CONNECT_TIMEOUT or LEOFLOW_AGENT_KILL_GRACE: {exc}")
         return EXIT_USAGE
+    credentials = None
+    if ca_file:
+        try:
+            credentials = channel_credentials(ca_file)
+        except ValueError as exc:
+            warn(str(exc))
+            return EXIT_USAGE
     ticket = os.environ.pop("LEOFLOW_AGENT_TICKET", "")
     if not pool and not ticket:
         warn("no ticket: LEOFLOW_AGENT_TICKET is not set")
@@ -113,6 +127,7 @@ def run(argv: list[str]) -> int:
         base_env=base,
         task_user=user,
         endpoint=endpoint,
+        credentials=credentials,
         connect_timeout=connect_timeout,
         kill_grace=kill_grace,
         cgroup_root=os.environ.get("LEOFLOW_CGROUP_ROOT", "/sys/fs/cgroup"),
@@ -125,7 +140,11 @@ def run(argv: list[str]) -> int:
 
 
 def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
-    client = Client(settings["endpoint"], connect_timeout=settings["connect_timeout"])
+    client = Client(
+        settings["endpoint"],
+        connect_timeout=settings["connect_timeout"],
+        credentials=settings["credentials"],
+    )
     sup = Supervisor(
         client,
         oom=find_oom_counter(settings["cgroup_root"]),

@@ -36,24 +36,44 @@ class Unreachable(Exception):
     """The control plane could not be reached within the connect timeout."""
 
 
+def channel_credentials(ca_file: str) -> Any:
+    """TLS credentials that trust only the CA bundle in ``ca_file``.
+
+    Raises ValueError naming the file when it cannot be read or holds no certificate."""
+    try:
+        with open(ca_file, "rb") as f:
+            bundle = f.read()
+    except OSError as exc:
+        raise ValueError(
+            f"LEOFLOW_AGENT_CA_FILE={ca_file}: cannot read the CA bundle: {exc}"
+        ) from None
+    if b"-----BEGIN CERTIFICATE-----" not in bundle:
+        raise ValueError(
+            f"LEOFLOW_AGENT_CA_FILE={ca_file}: expected PEM certificates (BEGIN CERTIFICATE)"
+        )
+    return grpc.ssl_channel_credentials(root_certificates=bundle)
+
+
 class Client:
-    def __init__(self, target: str, *, connect_timeout: float) -> None:
+    def __init__(self, target: str, *, connect_timeout: float, credentials: Any = None) -> None:
+        """``credentials`` (from ``channel_credentials``): TLS; None: plaintext."""
         self.target = target
         self.connect_timeout = connect_timeout
-        self.channel = grpc.aio.insecure_channel(
-            target,
-            options=[
-                # Retry our own way (see above); keep gRPC's reconnect backoff short so
-                # each of our attempts is a real connection attempt.
-                ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.min_reconnect_backoff_ms", 100),
-                ("grpc.max_reconnect_backoff_ms", 1000),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                # A pod's HTTP(S)_PROXY is for the task, not for the control plane.
-                ("grpc.enable_http_proxy", 0),
-            ],
-        )
+        options = [
+            # Retry our own way (see above); keep gRPC's reconnect backoff short so
+            # each of our attempts is a real connection attempt.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            # A pod's HTTP(S)_PROXY is for the task, not for the control plane.
+            ("grpc.enable_http_proxy", 0),
+        ]
+        if credentials is not None:
+            self.channel = grpc.aio.secure_channel(target, credentials, options=options)
+        else:
+            self.channel = grpc.aio.insecure_channel(target, options=options)
 
         def unary(name: str, response: Any) -> Any:
             return self.channel.unary_unary(

@@ -88,6 +88,8 @@ class LocalAgentExecutor:
         env = agent_environment(self.settings)
         env["LEOFLOW_AGENT_ENDPOINT"] = self.agent_endpoint
         env["LEOFLOW_AGENT_PARENT_PID"] = str(os.getpid())
+        if self.settings.agent_tls_ca_file is not None:
+            env["LEOFLOW_AGENT_CA_FILE"] = str(self.settings.agent_tls_ca_file)
         # The endpoint is in this very process: if it stops answering for this
         # long, the scheduler is gone and retrying longer helps nobody.
         env.setdefault("LEOFLOW_AGENT_CONNECT_TIMEOUT", "10")

@@ -32,6 +32,9 @@ ANNOTATION_TASK = "leoflow.io/task-id"
 ANNOTATION_RUN = "leoflow.io/run-id"
 CONTAINER = "task"
 TMP_VOLUME = "leoflow-tmp"
+CA_VOLUME = "leoflow-agent-ca"
+CA_DIR = "/etc/leoflow/agent-ca"
+CA_KEY = "ca.crt"
 AGENT_COMMAND = ("leoflow", "agent")
 MAX_NAME = 63
 
@@ -144,6 +147,22 @@ def _passthrough(spec: TaskSpec, pod_spec: JsonObj, container: JsonObj) -> None:
             container.setdefault("resources", {})["claims"] = [{"name": n} for n in names]
 
 
+def _mount_agent_ca(settings: Settings, pod_spec: JsonObj, container: JsonObj) -> None:
+    """The CA bundle the agent verifies the endpoint against, read-only, and TLS on."""
+    items = [{"key": CA_KEY, "path": CA_KEY}]
+    if settings.agent_tls_ca_configmap:
+        source: JsonObj = {"configMap": {"name": settings.agent_tls_ca_configmap, "items": items}}
+    elif settings.agent_tls_ca_secret:
+        source = {"secret": {"secretName": settings.agent_tls_ca_secret, "items": items}}
+    else:
+        return
+    pod_spec.setdefault("volumes", []).append({"name": CA_VOLUME, **source})
+    container.setdefault("volumeMounts", []).append(
+        {"name": CA_VOLUME, "mountPath": CA_DIR, "readOnly": True}
+    )
+    container["env"].append({"name": "LEOFLOW_AGENT_CA_FILE", "value": f"{CA_DIR}/{CA_KEY}"})
+
+
 def build_pod(launch: Launch, settings: Settings, *, agent_endpoint: str) -> JsonObj:
     """The pod for one try of one task instance, as the JSON the apiserver receives."""
     if not launch.ticket:
@@ -202,6 +221,7 @@ def build_pod(launch: Launch, settings: Settings, *, agent_endpoint: str) -> Jso
         container["securityContext"]["readOnlyRootFilesystem"] = True
         container["volumeMounts"] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
         pod_spec["volumes"] = [{"name": TMP_VOLUME, "emptyDir": {}}]
+    _mount_agent_ca(settings, pod_spec, container)
     if settings.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
     _passthrough(spec, pod_spec, container)

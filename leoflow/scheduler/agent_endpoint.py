@@ -214,9 +214,12 @@ class AgentEndpoint:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self, listen: str) -> str:
+    async def start(self, listen: str, *, tls: Any = None) -> str:
         """Serve on ``listen`` ("127.0.0.1:0", "unix:/path", "0.0.0.0:50051"); returns
-        the address to dial (a wildcard host becomes loopback, port 0 the bound port)."""
+        the address to dial (a wildcard host becomes loopback, port 0 the bound port).
+
+        ``tls`` (server credentials, e.g. ``ReloadingCertificate.credentials()``) makes
+        the port TLS-only; without it the port is plaintext (Lite on loopback)."""
         if self._server is not None:
             raise RuntimeError("the agent endpoint is already started")
         server = grpc.aio.server(
@@ -230,7 +233,10 @@ class AgentEndpoint:
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         server.add_registered_method_handlers(SERVICE, handlers)
         try:
-            port = server.add_insecure_port(listen)
+            if tls is not None:
+                port = server.add_secure_port(listen, tls)
+            else:
+                port = server.add_insecure_port(listen)
         except RuntimeError as exc:
             raise OSError(f"agent endpoint: cannot listen on {listen}: {exc}") from exc
         await server.start()

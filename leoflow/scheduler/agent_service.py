@@ -236,12 +236,24 @@ async def start_agent_service(
         signing_key(settings),
         heartbeat_interval=settings.heartbeat_interval,
     )
-    bound = await endpoint.start(settings.agent_listen)
+    tls = None
+    if settings.agent_tls_cert_file is not None and settings.agent_tls_key_file is not None:
+        from leoflow.scheduler.tls import ReloadingCertificate
+
+        tls = ReloadingCertificate(
+            settings.agent_tls_cert_file, settings.agent_tls_key_file
+        ).credentials()
+    bound = await endpoint.start(settings.agent_listen, tls=tls)
     address = settings.agent_endpoint or dial_address(bound)
     target: Any = executor
     if target is not None and hasattr(target, "agent_endpoint"):
         target.agent_endpoint = address
-    log.info("agent endpoint listening on %s; agents dial %s", bound, address)
+    log.info(
+        "agent endpoint listening on %s (%s); agents dial %s",
+        bound,
+        "TLS" if tls is not None else "plaintext",
+        address,
+    )
 
     async def close() -> None:
         await endpoint.stop()

@@ -132,7 +132,8 @@ class Scheduler:
         self._wakeup.set()
         if self._loop_task is not None:
             self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+            # A loop that died has its error in self.failure; stop the executor anyway.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
         await self.executor.stop()
         for task in list(self._background):

@@ -99,3 +99,15 @@ class TicketUse:
     status: Literal["ok", "unknown", "replayed", "expired"]
     ti_pk: int | None
     try_number: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    """The scheduler lease; ``holder`` is empty when nobody holds it."""
+
+    holder: str
+    acquire_time: float
+    renew_time: float
+    lease_duration: float
+    transitions: int
+    version: int

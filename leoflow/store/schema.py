@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 VERSION_TABLE = "alembic_version"
 
 # SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.
@@ -26,6 +26,20 @@ scheduler_epoch = sa.Table(
     sa.Column("holder", sa.Text, nullable=False),
     sa.Column("updated_at", Time, nullable=False),
     sa.CheckConstraint("id = 1", name="ck_scheduler_epoch_one_row"),
+)
+
+# Leadership without Kubernetes (migration 0002); see leoflow/store/lease.py.
+scheduler_lease = sa.Table(
+    "scheduler_lease",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("holder", sa.Text, nullable=False),
+    sa.Column("acquire_time", Time, nullable=False),
+    sa.Column("renew_time", Time, nullable=False),
+    sa.Column("lease_duration", Time, nullable=False),
+    sa.Column("transitions", sa.Integer, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.CheckConstraint("id = 1", name="ck_scheduler_lease_one_row"),
 )
 
 dags = sa.Table(

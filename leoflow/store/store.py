@@ -28,6 +28,7 @@ from leoflow.store.engine import create_runner
 from leoflow.store.errors import RunExists, SchemaNotCurrent, StaleEpoch, StoreError
 from leoflow.store.rows import (
     DagRow,
+    LeaseRow,
     PoolRow,
     RunRow,
     TaskChange,
@@ -44,6 +45,7 @@ from leoflow.store.schema import (
     log_chunks,
     pools,
     scheduler_epoch,
+    scheduler_lease,
     task_instances,
     tickets,
 )
@@ -391,6 +393,59 @@ class Store:
             return int(conn.execute(self._epoch_read).scalar_one())
 
         return await self._read(op)
+
+    # ------------------------------------------------------------------ lease
+
+    async def get_lease(self) -> LeaseRow:
+        """The scheduler lease row (leadership without Kubernetes)."""
+        cols = scheduler_lease.c
+
+        def op(conn: Connection) -> LeaseRow:
+            r = conn.execute(
+                sa.select(
+                    cols.holder,
+                    cols.acquire_time,
+                    cols.renew_time,
+                    cols.lease_duration,
+                    cols.transitions,
+                    cols.version,
+                ).where(cols.id == 1)
+            ).one()
+            return LeaseRow(r[0], r[1], r[2], r[3], r[4], r[5])
+
+        return await self._read(op)
+
+    async def write_lease(self, expected_version: int, lease: LeaseRow) -> LeaseRow | None:
+        """Compare-and-set the lease row on its version; the written row, or None if
+        someone wrote it since ``expected_version`` was read."""
+        cols = scheduler_lease.c
+        new_version = expected_version + 1
+
+        def op(conn: Connection) -> bool:
+            result = conn.execute(
+                sa.update(scheduler_lease)
+                .where(cols.id == 1, cols.version == expected_version)
+                .values(
+                    holder=lease.holder,
+                    acquire_time=lease.acquire_time,
+                    renew_time=lease.renew_time,
+                    lease_duration=lease.lease_duration,
+                    transitions=lease.transitions,
+                    version=new_version,
+                )
+            )
+            return bool(result.rowcount == 1)
+
+        if not await self._write(op, None):
+            return None
+        return LeaseRow(
+            lease.holder,
+            lease.acquire_time,
+            lease.renew_time,
+            lease.lease_duration,
+            lease.transitions,
+            new_version,
+        )
 
     # ------------------------------------------------------------------ dags
 

@@ -55,6 +55,16 @@ ALL_TOGGLES: tuple[str, ...] = (
     "networkPolicy.metrics.from[0].namespaceSelector.matchLabels.team=monitoring",
 )
 PRODUCTION: tuple[str, ...] = ("-f", str(CHART / "values-production.yaml"))
+# The agent endpoint's TLS from an existing Secret, its CA given as PEM; and TLS off.
+AGENT_TLS_EXISTING: tuple[str, ...] = (
+    "--set",
+    "agentTLS.existingSecret=leoflow-agent-cert",
+    "--set-string",
+    "agentTLS.caBundle=-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    "--set",
+    f"taskNamespace={TASK_NS}",
+)
+AGENT_TLS_OFF: tuple[str, ...] = ("--set", "agentTLS.enabled=false")
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "defaults": (),

@@ -70,6 +70,7 @@ def test_default_objects(render: Any) -> None:
     assert kinds == sorted(
         [
             "ConfigMap",
+            "ConfigMap",  # the agent CA bundle for task pods
             "Deployment",
             "Deployment",
             "PodDisruptionBudget",
@@ -79,6 +80,7 @@ def test_default_objects(render: Any) -> None:
             "RoleBinding",
             "RoleBinding",
             "Secret",
+            "Secret",  # the agent endpoint's TLS certificate
             "Service",
             "Service",
             "ServiceAccount",
@@ -275,8 +277,15 @@ def test_secrets_mounted_read_only_into_their_one_consumer(render: Any) -> None:
         }
 
     assert secret_volumes(api) == {"api-tokens": "leoflow-api-tokens"}
-    assert secret_volumes(sched) == {"secrets": "leoflow-task-secrets"}
-    for w, cname, vol in ((api, "api", "api-tokens"), (sched, "scheduler", "secrets")):
+    assert secret_volumes(sched) == {
+        "secrets": "leoflow-task-secrets",
+        "agent-tls": "leoflow-agent-tls",
+    }
+    for w, cname, vol in (
+        (api, "api", "api-tokens"),
+        (sched, "scheduler", "secrets"),
+        (sched, "scheduler", "agent-tls"),
+    ):
         mount = [m for m in container(w, cname)["volumeMounts"] if m["name"] == vol]
         assert mount and mount[0]["readOnly"] is True
     api_env = env_of(docs, api, "api")

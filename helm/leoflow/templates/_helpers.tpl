@@ -164,3 +164,19 @@ capabilities:
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
+
+{{/* The Secret with the agent endpoint's certificate and key (tls.crt, tls.key). */}}
+{{- define "leoflow.agentTLSSecretName" -}}
+{{- default (printf "%s-agent-tls" (include "leoflow.fullname" .)) .Values.agentTLS.existingSecret }}
+{{- end }}
+
+{{/* The ConfigMap in the task namespace with the CA bundle (ca.crt) task pods trust. */}}
+{{- define "leoflow.agentCAConfigMapName" -}}
+{{- if .Values.agentTLS.existingCAConfigMap }}
+{{- .Values.agentTLS.existingCAConfigMap }}
+{{- else if or (not .Values.agentTLS.existingSecret) .Values.agentTLS.caBundle }}
+{{- printf "%s-agent-ca" (include "leoflow.fullname" .) }}
+{{- else }}
+{{- fail "agentTLS.existingSecret is set: give the CA that signed it in agentTLS.caBundle (PEM) or agentTLS.existingCAConfigMap (a ConfigMap with key ca.crt in the task namespace)" }}
+{{- end }}
+{{- end }}

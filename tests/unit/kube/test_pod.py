@@ -442,3 +442,49 @@ def test_no_control_plane_value_reaches_the_pod_spec(monkeypatch: pytest.MonkeyP
         "LEOFLOW_POD_UID",
     ]
     assert "envFrom" not in container
+
+
+@pytest.mark.parametrize(
+    ("overrides", "source"),
+    [
+        ({"agent_tls_ca_configmap": "leoflow-agent-ca"}, "configMap"),
+        ({"agent_tls_ca_secret": "leoflow-agent-ca"}, "secret"),
+    ],
+)
+@pytest.mark.parametrize("read_only", [False, True])
+def test_agent_ca_is_mounted_read_only(
+    overrides: dict[str, Any], source: str, read_only: bool
+) -> None:
+    s = settings(
+        task_pod_security=TaskPodSecurity(read_only_root_filesystem=read_only), **overrides
+    )
+    pod = build_pod(launch(), s, agent_endpoint=ENDPOINT)
+    [container] = pod["spec"]["containers"]
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "leoflow-agent-ca"]
+    ref = volume[source]
+    assert ref.get("name", ref.get("secretName")) == "leoflow-agent-ca"
+    assert ref["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    assert {
+        "name": "leoflow-agent-ca",
+        "mountPath": "/etc/leoflow/agent-ca",
+        "readOnly": True,
+    } in container["volumeMounts"]
+    assert {"name": "LEOFLOW_AGENT_CA_FILE", "value": "/etc/leoflow/agent-ca/ca.crt"} in (
+        container["env"]
+    )
+    assert len(container["volumeMounts"]) == (2 if read_only else 1)
+    assert restricted_message(pod) is None
+
+
+def test_no_agent_ca_means_no_mount_and_plaintext() -> None:
+    pod = build_pod(launch(), settings(), agent_endpoint=ENDPOINT)
+    [container] = pod["spec"]["containers"]
+    assert "volumes" not in pod["spec"] and "volumeMounts" not in container
+    assert all(e["name"] != "LEOFLOW_AGENT_CA_FILE" for e in container["env"])
+
+
+def test_ca_configmap_and_secret_are_exclusive() -> None:
+    from leoflow.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError, match="agent_tls_ca_configmap and agent_tls_ca_secret"):
+        load_settings(agent_tls_ca_configmap="a", agent_tls_ca_secret="b")
