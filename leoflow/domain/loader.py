@@ -129,7 +129,7 @@ def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
 def _cycle_text(cycle: list[str]) -> str:
     names = list(reversed(cycle))
     if len(names) > 12:  # a 10,000-task cycle is one line, not 10,000 names
-        names = [*names[:5], f"... {len(cycle) - 11} more ...", *names[-6:]]
+        names = [*names[:5], f"... {len(names) - 11} more ...", *names[-6:]]
     return " -> ".join(names)
 
 
