@@ -29,11 +29,18 @@ def _escape(char: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def printable(text: str) -> str:
-    """``text`` with every control character written as an escape (``\\x1b``), on one line."""
-    if _UNSAFE.search(text) is None:
+_UNSAFE_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``).
+
+    One line unless ``lines``, which keeps newlines (a multi-line error message).
+    """
+    unsafe = _UNSAFE_BUT_NEWLINE if lines else _UNSAFE
+    if unsafe.search(text) is None:
         return text
-    return _UNSAFE.sub(lambda m: _escape(m.group()), text)
+    return unsafe.sub(lambda m: _escape(m.group()), text)
 
 
 def _log_sub(match: re.Match[str]) -> str:
