@@ -21,7 +21,9 @@ LAUGHS = (
 
 
 def test_hostile_files_are_reported_and_the_other_dags_keep_running(
-    lite: object, home: Path, tmp_path: Path
+    lite: object,  # noqa: F811 - the fixture imported above
+    home: Path,
+    tmp_path: Path,
 ) -> None:
     folder = tmp_path / "dags"
     folder.mkdir()
