@@ -88,6 +88,7 @@ def scheduler_config(
         ticket_ttl=settings.ticket_ttl,
         identity=settings.identity or f"lite-{os.getpid()}",
         solo=solo,
+        max_catchup_runs=settings.max_catchup_runs,
     )
 
 
