@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
@@ -33,4 +34,4 @@ async def test_catchup_from_a_year_ago_keeps_at_most_the_cap_queued(
     assert "LEOFLOW_MAX_CATCHUP_RUNS" in warnings[0]
     # The five are the oldest fire times, one minute apart from start_date on.
     dates = sorted(r.logical_date or 0.0 for r in queued)
-    assert [b - a for a, b in zip(dates, dates[1:], strict=False)] == [60.0] * 4
+    assert [b - a for a, b in pairwise(dates)] == [60.0] * 4
