@@ -100,10 +100,17 @@ class Document:
     lines: dict[Path_, int]
 
 
+_IMPLICIT: dict[str | None, Any] = _resolver.yaml_implicit_resolvers
+
+
 def _scalar(event: Any) -> Any:
     tag = event.tag
     if tag is None or tag == "!":
-        tag = _resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
+        value = event.value
+        # Most scalars are quoted or start with a letter no implicit type begins with.
+        if not event.implicit[0] or (value and value[0] not in _IMPLICIT):
+            return value
+        tag = _resolver.resolve(yaml.ScalarNode, value, event.implicit)
     if tag == _STR_TAG:
         return event.value
     if tag == _MERGE_TAG:
