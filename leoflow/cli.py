@@ -71,6 +71,7 @@ def cmd_dags_validate(args: argparse.Namespace) -> int:
 
     for dag_id, loaded in sorted(result.dags.items()):
         print(printable(f"ok  {dag_id}  ({len(loaded.spec.tasks)} tasks)  {loaded.path}"))
+        _note_catchup(args, loaded.spec)
     if result.errors:
         problems = sum(len(e.problems) for e in result.errors)
         print(
@@ -83,6 +84,25 @@ def cmd_dags_validate(args: argparse.Namespace) -> int:
         print(f"no DAG files (*.yaml, *.yml) under {args.path}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _note_catchup(args: argparse.Namespace, spec: Any) -> None:
+    """Say before it happens when catchup will be held back by max_catchup_runs."""
+    if not (spec.catchup and spec.schedule and spec.start_date is not None):
+        return
+    import time
+
+    from leoflow.domain.schedule import due_runs
+
+    cap = int(_settings(args).max_catchup_runs)
+    now = time.time()
+    if len(due_runs(spec, None, now, now, limit=cap + 1)) > cap:
+        print(
+            f"note: {spec.dag_id} catches up from {spec.start_date.isoformat()}: more than "
+            f"{cap} runs are due now; the scheduler keeps {cap} queued at a time and creates "
+            "the rest as those start (max_catchup_runs, LEOFLOW_MAX_CATCHUP_RUNS)",
+            file=sys.stderr,
+        )
 
 
 # ------------------------------------------------------------------------- run

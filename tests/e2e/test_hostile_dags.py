@@ -127,3 +127,19 @@ def test_logs_on_a_terminal_keep_colours_and_escape_other_sequences(
     assert "\\x1b]0;owned\\x07" in shown and "\x1b]" not in shown
     assert "\\x1b[2J done" in shown and "\x1b[2J" not in shown
     assert "line 39999" in shown
+
+
+def test_validate_says_when_catchup_will_be_held_back(leoflow: Leoflow, tmp_path: Path) -> None:
+    dag = tmp_path / "backlog.yaml"
+    dag.write_text(
+        "dag_id: backlog\nschedule: '*/5 * * * *'\ncatchup: true\n"
+        "start_date: 2020-01-01T00:00:00Z\ntasks: {a: {command: echo}}\n"
+    )
+    done = leoflow("dags", "validate", str(dag))
+    assert done.returncode == 0, done.stderr
+    assert "ok  backlog" in done.stdout
+    assert "note: backlog catches up from 2020-01-01T00:00:00+00:00: more than 100 runs" in (
+        done.stderr
+    )
+    dag.write_text(dag.read_text().replace("catchup: true", "catchup: false"))
+    assert "note:" not in leoflow("dags", "validate", str(dag)).stderr
