@@ -32,8 +32,10 @@ def test_hostile_files_are_reported_and_the_other_dags_keep_running(
     (folder / "nul.yaml").write_text('dag_id: nul\ntasks:\n  a: {command: "echo \\0"}\n')
     (folder / "dup.yaml").write_text("dag_id: dup\ntasks:\n  a: {command: x}\n  a: {command: y}\n")
     (folder / "nest.yaml").write_text("dag_id: nest\ntasks: " + "[" * 5000 + "]" * 5000 + "\n")
-    chain = "".join(f"  t{i}: {{command: echo, depends_on: [t{i - 1}]}}\n" for i in range(1, 3000))
-    (folder / "deep.yaml").write_text("dag_id: deep\ntasks:\n  t0: {command: echo}\n" + chain)
+    # t0 depends on t1 ... on t2999: walked from t0, the chain is 3,000 deep.
+    chain = "".join(f"  t{i}: {{command: echo, depends_on: [t{i + 1}]}}\n" for i in range(2999))
+    last = "  t2999: {command: echo}\n"
+    (folder / "deep.yaml").write_text("dag_id: deep\ntasks:\n" + chain + last)
     proc = lite(folder)  # type: ignore[operator]
     _wait(
         lambda: ("success",) in _query(home, "select state from dag_runs where dag_id='good'"),
@@ -76,6 +78,31 @@ def _run_noisy(leoflow: Leoflow, tmp_path: Path) -> str:
 
 
 def test_logs_into_a_closed_pipe_exit_quietly(
+    leoflow: Leoflow, env: dict[str, str], tmp_path: Path
+) -> None:
+    run_id = _run_noisy(leoflow, tmp_path)
+    # What `| head` leaves once head has exited: a pipe nobody reads. Closing the read
+    # end first makes the very first write fail, whatever the pipe's capacity.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [LEOFLOW, "logs", "noisy", run_id, "shout"],
+            env=env,
+            cwd=REPO,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr == "", done.stderr
+    assert done.returncode == 141
+
+
+def test_logs_into_a_pipe_are_the_stored_bytes(
     leoflow: Leoflow, env: dict[str, str], tmp_path: Path
 ) -> None:
     run_id = _run_noisy(leoflow, tmp_path)

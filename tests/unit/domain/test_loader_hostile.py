@@ -236,6 +236,16 @@ def test_a_10000_task_chain_validates_and_orders() -> None:
     assert topological_order(spec) == tuple(f"t{i}" for i in range(10_000))
 
 
+def test_a_10000_task_chain_walked_from_its_far_end_validates() -> None:
+    # t0 depends on t1, ..., on t9999: a depth-first walk from t0 (the first id) is
+    # 10,000 deep, far past Python's recursion limit.
+    n = 10_000
+    body = "".join(f"  t{i}: {{command: echo, depends_on: [t{i + 1}]}}\n" for i in range(n - 1))
+    spec = parse_dag(HEAD + "tasks:\n" + body + f"  t{n - 1}: {{command: echo}}\n", PATH)
+    order = topological_order(spec)
+    assert order[0] == f"t{n - 1}" and order[-1] == "t0" and len(order) == n
+
+
 def test_a_10000_task_fan_out_and_fan_in_validate() -> None:
     n = 10_000
     text = (
