@@ -371,7 +371,7 @@ class TaskRun:
                 cwd=spec.cwd or None,
                 process_group=0,
             )
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
+        except OSError as exc:
             self.sup.close_oom_window(self)
             return await self._fail_before_start(*_spawn_failure(exc, spec.argv[0], spec.cwd))
         self.pid = transport.get_pid()
@@ -456,7 +456,7 @@ class TaskRun:
         self.sup.event(event="finished", key=self.key, exit_code=exit_code, message=message)
 
 
-def _spawn_failure(exc: OSError | ValueError, program: str, cwd: str) -> tuple[int, str]:
+def _spawn_failure(exc: OSError, program: str, cwd: str) -> tuple[int, str]:
     if isinstance(exc, FileNotFoundError) and cwd and not os.path.isdir(cwd):
         return EXIT_SETUP_FAILED, f"working directory {cwd!r} does not exist"
     if isinstance(exc, FileNotFoundError):

@@ -85,9 +85,8 @@ class SubprocessExecutor:
         try:
             argv, env = launch.spec.argv(), task_environment(launch)
             process = await spawn(argv, env=env, on_output=output)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in argv or env
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {reason}") from exc
+        except OSError as exc:
+            raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
         child = _Child(launch, process)
         self._children[(launch.ti_pk, launch.try_number)] = child
         self._report(
