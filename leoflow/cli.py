@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -66,8 +67,11 @@ def cmd_dags_validate(args: argparse.Namespace) -> int:
     )
     for error in result.errors:
         print(error, file=sys.stderr)
+    from leoflow.domain.printable import printable
+
     for dag_id, loaded in sorted(result.dags.items()):
-        print(f"ok  {dag_id}  ({len(loaded.spec.tasks)} tasks)  {loaded.path}")
+        print(printable(f"ok  {dag_id}  ({len(loaded.spec.tasks)} tasks)  {loaded.path}"))
+        _note_catchup(args, loaded.spec)
     if result.errors:
         problems = sum(len(e.problems) for e in result.errors)
         print(
@@ -80,6 +84,25 @@ def cmd_dags_validate(args: argparse.Namespace) -> int:
         print(f"no DAG files (*.yaml, *.yml) under {args.path}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _note_catchup(args: argparse.Namespace, spec: Any) -> None:
+    """Say before it happens when catchup will be held back by max_catchup_runs."""
+    if not (spec.catchup and spec.schedule and spec.start_date is not None):
+        return
+    import time
+
+    from leoflow.domain.schedule import due_runs
+
+    cap = int(_settings(args).max_catchup_runs)
+    now = time.time()
+    if len(due_runs(spec, None, now, now, limit=cap + 1)) > cap:
+        print(
+            f"note: {spec.dag_id} catches up from {spec.start_date.isoformat()}: more than "
+            f"{cap} runs are due now; the scheduler keeps {cap} queued at a time and creates "
+            "the rest as those start (max_catchup_runs, LEOFLOW_MAX_CATCHUP_RUNS)",
+            file=sys.stderr,
+        )
 
 
 # ------------------------------------------------------------------------- run
@@ -189,6 +212,34 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return int(_asyncio_run(_logs(settings, args)))
 
 
+def log_writer(args: argparse.Namespace) -> Any:
+    """Writes a task's log bytes to stdout; ``None`` ends the log.
+
+    A file or a pipe gets the bytes exactly as stored. A terminal gets them with
+    colours kept and every other control sequence shown escaped, so a task cannot
+    drive the user's terminal (retitle it, write the clipboard) through its log;
+    ``--raw`` opts out.
+    """
+    out = sys.stdout.buffer
+    if getattr(args, "raw", False) or not sys.stdout.isatty():
+
+        def raw(data: bytes | None) -> None:
+            if data:
+                out.write(data)
+                out.flush()
+
+        return raw
+    from leoflow.domain.printable import TerminalLog
+
+    terminal = TerminalLog()
+
+    def escaped(data: bytes | None) -> None:
+        out.write(terminal.end() if data is None else terminal.feed(data))
+        out.flush()
+
+    return escaped
+
+
 async def _logs(settings: Any, args: argparse.Namespace) -> int:
     from leoflow.domain.states import TASK_TERMINAL
     from leoflow.store import Store
@@ -213,14 +264,14 @@ async def _logs(settings: Any, args: argparse.Namespace) -> int:
             )
             return EXIT_FAILED
         offset = 0
-        out = sys.stdout.buffer
+        write = log_writer(args)
         while True:
             data = await store.read_log(ti.pk, try_number, offset=offset)
             if data:
-                out.write(data)
-                out.flush()
+                write(data)
                 offset += len(data)
             if not args.follow:
+                write(None)
                 return EXIT_OK
             current = await store.get_task_instance(ti.pk)
             if (
@@ -228,9 +279,8 @@ async def _logs(settings: Any, args: argparse.Namespace) -> int:
                 or current.state in TASK_TERMINAL
                 or current.try_number != try_number
             ):
-                data = await store.read_log(ti.pk, try_number, offset=offset)
-                out.write(data)
-                out.flush()
+                write(await store.read_log(ti.pk, try_number, offset=offset))
+                write(None)
                 return EXIT_OK
             await asyncio.sleep(0.5)
     finally:
@@ -315,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the try ends"
     )
+    logs.add_argument(
+        "--raw",
+        action="store_true",
+        help="on a terminal too, print the log's bytes unchanged (default: escape control "
+        "sequences other than colours)",
+    )
     add_remote_options(logs)
     logs.set_defaults(func=cmd_logs)
 
@@ -344,6 +400,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
+
+
+def _reader_went_away() -> int:
+    """Stdout's reader closed it (``leoflow logs … | head``): stop quietly.
+
+    Whatever is still buffered for the closed pipe would raise again when Python
+    flushes at exit, so stdout is pointed at /dev/null first.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

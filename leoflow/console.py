@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from leoflow.domain.durations import format_duration
+from leoflow.domain.printable import printable
 from leoflow.domain.states import TaskState
 from leoflow.scheduler.core import Scheduler
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
@@ -33,12 +34,15 @@ _MARK = {
 }
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Columns padded to fit; cells come from DAGs and tasks, so control characters are
+    shown escaped rather than obeyed by the terminal."""
+    cells = [[printable(str(cell)) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
-    for row in rows:
+    for row in cells:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
     lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in rows:
+    for row in cells:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
 
@@ -96,7 +100,7 @@ class Progress:
 
     def _line(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
-        self.stream.write(f"{stamp} {text}\n")
+        self.stream.write(f"{stamp} {printable(text)}\n")
         self.stream.flush()
 
     def start(self) -> None:
@@ -128,16 +132,15 @@ class Progress:
             counts[ti.state] = counts.get(ti.state, 0) + 1
         elapsed = format_duration(time.monotonic() - self._started)
         summary = "  ".join(f"{_MARK[s]} {s.value} {n}" for s, n in sorted(counts.items()))
-        lines = [f"{run.dag_id} {run.run_id}  {elapsed}", summary]
+        lines = [printable(f"{run.dag_id} {run.run_id}  {elapsed}"), summary]
         shown = [run.tasks[t] for t in run.order if t in run.tasks]
         active = [t for t in shown if t.state not in (TaskState.SUCCESS, TaskState.NONE)]
         for ti in shown if len(shown) <= rows else active[:rows]:
             note = f"try {ti.try_number}" if ti.try_number else ""
             if ti.state in (TaskState.FAILED, TaskState.UP_FOR_RETRY) and ti.message:
-                note += f"  {ti.message}"
-            lines.append(
-                f"  {_MARK[ti.state]} {ti.task_id:<30} {ti.state.value:<16} {note}"[:columns]
-            )
+                note += f"  {printable(ti.message)}"
+            task_id = printable(ti.task_id)
+            lines.append(f"  {_MARK[ti.state]} {task_id:<30} {ti.state.value:<16} {note}"[:columns])
         out = []
         if self._drawn_lines:
             out.append(f"\x1b[{self._drawn_lines}F")

@@ -30,6 +30,7 @@ from leoflow.domain.loader import (
     load_dag_file,
     load_dag_folder,
 )
+from leoflow.domain.printable import printable
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
 from leoflow.settings import Settings
 from leoflow.store import Store
@@ -89,6 +90,7 @@ def scheduler_config(
         ticket_ttl=settings.ticket_ttl,
         identity=settings.identity or f"lite-{os.getpid()}",
         solo=solo,
+        max_catchup_runs=settings.max_catchup_runs,
     )
 
 
@@ -269,11 +271,15 @@ class DagFolderWatcher:
 
     def _scan(self) -> tuple[tuple[str, float, int], ...]:
         entries = []
-        if self.folder.exists():
-            for path in sorted(self.folder.rglob("*")):
-                if path.suffix in (".yaml", ".yml") and path.is_file():
-                    stat = path.stat()
-                    entries.append((str(path), stat.st_mtime, stat.st_size))
+        # A file removed or made unreadable mid-scan is seen again on the next pass;
+        # it must not stop the scheduler.
+        with contextlib.suppress(OSError):
+            if self.folder.exists():
+                for path in sorted(self.folder.rglob("*")):
+                    if path.suffix in (".yaml", ".yml") and path.is_file():
+                        with contextlib.suppress(OSError):
+                            stat = path.stat()
+                            entries.append((str(path), stat.st_mtime, stat.st_size))
         return tuple(entries)
 
     async def refresh(self, store: Store) -> bool:
@@ -292,7 +298,7 @@ class DagFolderWatcher:
                 self.say(f"error: DAG file skipped, other DAGs keep running:\n{text}")
             await store.set_dag_error(path, text)
         for path in set(self._errors) - set(errors):
-            self.say(f"fixed: {path} loads again")
+            self.say(printable(f"fixed: {path} loads again"))
             await store.set_dag_error(path, None)
         self._errors = errors
         broken_paths = set(errors)

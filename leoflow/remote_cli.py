@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from leoflow.domain.printable import printable
+
 if TYPE_CHECKING:
     import httpx
 
@@ -129,7 +131,10 @@ def _not_json(name: str) -> object:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Columns padded to their widest cell; the last column is not padded."""
-    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    # Cells come from the server (DAG ids, messages): control characters are shown escaped.
+    cells = [[str(h) for h in headers]] + [
+        ["-" if c is None else printable(str(c)) for c in r] for r in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=False)) + "  " + row[-1]
@@ -171,13 +176,15 @@ def cmd_dags_apply(args: argparse.Namespace) -> int:
                 for problem in body["detail"]["problems"]:
                     where = f"{path}:{problem['line']}" if problem["line"] else str(path)
                     field = f"{problem['field']}: " if problem["field"] else ""
-                    print(f"{where}: {field}{problem['message']}", file=sys.stderr)
+                    print(printable(f"{where}: {field}{problem['message']}"), file=sys.stderr)
                 continue
             if not args.json:
                 what = (
                     "created" if body["created"] else "changed" if body["changed"] else "unchanged"
                 )
-                print(f"{body['dag_id']}: {what} ({body['task_count']} tasks) from {path}")
+                print(
+                    printable(f"{body['dag_id']}: {what} ({body['task_count']} tasks) from {path}")
+                )
     if args.json:
         _print_json(results)
     return EXIT_FAILED if failed else EXIT_OK
@@ -208,7 +215,10 @@ def cmd_dags_list(args: argparse.Namespace) -> int:
     ]
     print(table(("DAG", "PAUSED", "SCHEDULE", "TASKS", "", "FROM"), rows))
     for error in data["import_errors"]:
-        print(f"\nimport error in {error['fileloc']}:\n{error['error']}", file=sys.stderr)
+        print(
+            printable(f"\nimport error in {error['fileloc']}:\n{error['error']}", lines=True),
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -291,7 +301,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(data)
     else:
-        print(f"run {data['run_id']} of {data['dag_id']}: {data['state']} ({data['message']})")
+        print(
+            printable(
+                f"run {data['run_id']} of {data['dag_id']}: {data['state']} ({data['message']})"
+            )
+        )
     return EXIT_OK
 
 
@@ -303,7 +317,11 @@ def cmd_clear(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(data)
     else:
-        print(f"cleared {', '.join(data['cleared'])}; run {data['run']['run_id']} is running")
+        print(
+            printable(
+                f"cleared {', '.join(data['cleared'])}; run {data['run']['run_id']} is running"
+            )
+        )
     return EXIT_OK
 
 
@@ -356,9 +374,9 @@ def _why(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> in
     if args.json:
         _print_json(data)
         return EXIT_OK
-    print(f"{task_id} ({data['state']}): {data['message']}")
+    print(printable(f"{task_id} ({data['state']}): {data['message']}"))
     for other in data["also"]:
-        print(f"  also: {other['message']}")
+        print(printable(f"  also: {other['message']}"))
     return EXIT_OK
 
 
@@ -442,10 +460,12 @@ def remote_logs(args: argparse.Namespace) -> int:
                 if response.status_code != 200:
                     response.read()
                     raise ApiError(f"{response.status_code}: {_detail(response)}")
-                out = sys.stdout.buffer
+                from leoflow.cli import log_writer
+
+                write = log_writer(args)
                 for chunk in response.iter_bytes():
-                    out.write(chunk)
-                    out.flush()
+                    write(chunk)
+                write(None)
         except httpx.HTTPError as exc:
             raise ApiError(f"cannot reach the API at {client.base_url}: {exc}") from exc
     return EXIT_OK

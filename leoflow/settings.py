@@ -118,6 +118,8 @@ class Settings(BaseSettings):
     heartbeat_interval: float = Field(5.0, gt=0)
     heartbeat_timeout: float = Field(60.0, gt=0)
     catchup: bool = False
+    # Catchup keeps at most this many runs of one DAG queued; the rest follow as they start.
+    max_catchup_runs: int = Field(100, gt=0)
 
     # --- agent endpoint
     agent_listen: str = "127.0.0.1:0"

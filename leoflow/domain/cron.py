@@ -34,6 +34,8 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
+# The most days each month can have: Feb 29 fires in leap years.
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # Feb 29 can be eight years away (2096 -> 2104: 2100 is not a leap year).
 _HORIZON_DAYS = 366 * 9
 
@@ -112,6 +114,18 @@ class CronSchedule:
             for part, (name, lo, hi, names) in zip(parts, _FIELDS, strict=True)
         ]
         weekdays = frozenset(d % 7 for d in parsed[4])
+        if (
+            parts[2] != "*"
+            and parts[4] == "*"
+            and not any(day <= _MONTH_DAYS[month - 1] for month in parsed[3] for day in parsed[2])
+        ):
+            # Only day-of-month restricts the day, and no chosen month has that day:
+            # a schedule such as 0 0 31 2 * would wait forever without a word.
+            raise CronError(
+                "day of month: no month in the schedule has day "
+                + ", ".join(str(d) for d in sorted(parsed[2]))
+                + ", so it would never fire"
+            )
         check_timezone(timezone)
         return cls(
             expression=expression,

@@ -49,6 +49,17 @@ def _quantity(value: object) -> str:
 Quantity = Annotated[str, BeforeValidator(_quantity)]
 
 
+def _one_line(value: object) -> object:
+    # The YAML reader already refuses NUL, ESC and the other controls; names such as a
+    # pool or an image are also one line, with no tab or newline to hide a second part.
+    if isinstance(value, str) and any(char in value for char in "\t\n\r"):
+        raise ValueError(f"expected one line without tabs, got {_short(value)}")
+    return value
+
+
+OneLine = Annotated[str, BeforeValidator(_one_line)]
+
+
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -80,7 +91,7 @@ def _scalar_to_str(value: Any) -> Any:
 def _env(value: Any) -> Any:
     if isinstance(value, dict):
         for key in value:
-            if not isinstance(key, str) or not _ENV_NAME.match(key):
+            if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
                 raise ValueError(f"environment variable name {key!r} is not valid")
         return {k: _scalar_to_str(v) for k, v in value.items()}
     return value
@@ -140,13 +151,13 @@ class TaskFields(_Strict):
     """Every field a task may set; ``defaults`` uses the same shape."""
 
     command: Command | None = None
-    image: str | None = None
+    image: OneLine | None = None
     env: EnvVars | None = None
     depends_on: list[str] | None = None
     retries: int | None = Field(None, ge=0, le=100)
     retry_delay: Duration | None = None
     timeout: Duration | None = None
-    pool: str | None = None
+    pool: OneLine | None = None
     pool_slots: int | None = Field(None, ge=1)
     priority: int | None = None
     secrets: list[SecretName] | None = None
@@ -159,13 +170,13 @@ class TaskSpec(_Strict):
 
     task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
     command: Command
-    image: str | None = None
+    image: OneLine | None = None
     env: EnvVars = Field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
     retries: int = Field(0, ge=0, le=100)
     retry_delay: Duration = 0.0
     timeout: Duration | None = None
-    pool: str = DEFAULT_POOL
+    pool: OneLine = DEFAULT_POOL
     pool_slots: int = Field(1, ge=1)
     priority: int = 0
     secrets: tuple[SecretName, ...] = ()
@@ -185,13 +196,13 @@ class TaskSpec(_Strict):
 class DagSpec(_Strict):
     dag_id: Annotated[str, Field(pattern=DAG_ID_PATTERN)]
     description: str | None = None
-    schedule: str | None = None
-    timezone: str = "UTC"
+    schedule: OneLine | None = None
+    timezone: OneLine = "UTC"
     start_date: datetime | None = None
     catchup: bool = False
     max_active_runs: int = Field(1, ge=1)
     max_active_tasks: int = Field(16, ge=1)
-    tags: tuple[str, ...] = ()
+    tags: tuple[OneLine, ...] = ()
     tasks: dict[str, TaskSpec]
 
     @field_validator("schedule")

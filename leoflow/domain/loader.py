@@ -8,15 +8,17 @@ others down.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
+from leoflow.domain.printable import printable
+from leoflow.domain.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 
 DAG_FILE_SUFFIXES = (".yaml", ".yml")
 PASSTHROUGH_SETTING = "taskPodPassthrough (LEOFLOW_TASK_POD_PASSTHROUGH)"
@@ -29,10 +31,10 @@ class Problem:
     line: int | None = None
 
     def render(self, path: Path | str) -> str:
+        """One line for a terminal: control characters from the file are shown escaped."""
         where = f"{path}:{self.line}" if self.line else str(path)
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
+        field = f" {self.field}:" if self.field else ""
+        return printable(f"{where}:{field} {self.message}")
 
 
 class DagFileError(Exception):
@@ -69,18 +71,6 @@ class FolderLoad:
     errors: list[DagFileError] = field(default_factory=list)
 
 
-def _line_map(node: yaml.Node, path: tuple[str, ...], out: dict[tuple[str, ...], int]) -> None:
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            out[(*path, key)] = key_node.start_mark.line + 1
-            _line_map(value_node, (*path, key), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _line_map(item, (*path, str(index)), out)
-
-
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -101,40 +91,46 @@ def _pydantic_problem(err: Any, prefix: tuple[str, ...] = ()) -> tuple[tuple[str
     return loc, message
 
 
-# libyaml's composer when PyYAML was built with it: ~15x faster on a 200-task file.
-_Composer: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _parse(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
-    """The document and the line of every field path, from one parse."""
-    node = yaml.compose(text, Loader=_Composer)
-    lines: dict[tuple[str, ...], int] = {}
-    if node is None:
-        return None, lines
-    _line_map(node, (), lines)
-    return yaml.SafeLoader("").construct_document(node), lines
+    """The document and the line of every field path, from one bounded pass."""
+    document = read_document(text)
+    return document.value, document.lines
 
 
 def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
+    """One dependency cycle as a path that ends where it starts, or None.
 
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for upstream in graph.get(node, ()):
-            if state.get(upstream) == 1:
-                return [*stack[stack.index(upstream) :], upstream]
-            if upstream not in state and (found := visit(upstream)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
+    Iterative depth-first search: a valid 10,000-task chain is as deep as the
+    walk gets, far beyond Python's recursion limit.
+    """
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    for root in sorted(graph):
+        if root in state:
+            continue
+        path = [root]
+        state[root] = 1
+        pending = [iter(graph.get(root, ()))]
+        while pending:
+            for upstream in pending[-1]:
+                mark = state.get(upstream)
+                if mark == 1:
+                    return [*path[path.index(upstream) :], upstream]
+                if mark is None:
+                    state[upstream] = 1
+                    path.append(upstream)
+                    pending.append(iter(graph.get(upstream, ())))
+                    break
+            else:
+                pending.pop()
+                state[path.pop()] = 2
     return None
+
+
+def _cycle_text(cycle: list[str]) -> str:
+    names = list(reversed(cycle))
+    if len(names) > 12:  # a 10,000-task cycle is one line, not 10,000 names
+        names = [*names[:5], f"... {len(names) - 11} more ...", *names[-6:]]
+    return " -> ".join(names)
 
 
 def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[str, ...], str]]:
@@ -187,9 +183,8 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
             problems.append(
                 (
                     ("tasks", cycle[0], "depends_on"),
-                    "dependency cycle: "
-                    + " -> ".join(reversed(cycle))
-                    + " (each task would have to run before the next)",
+                    f"dependency cycle: {_cycle_text(cycle)}"
+                    " (each task would have to run before the next)",
                 )
             )
     return problems
@@ -199,11 +194,8 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
     """Validate one DAG document; raise DagFileError listing every problem found."""
     try:
         raw, lines = _parse(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        reason = getattr(exc, "problem", None) or str(exc)
-        line = mark.line + 1 if mark is not None else None
-        raise DagFileError(path, [Problem("", f"invalid YAML: {reason}", line)]) from exc
+    except YamlDocError as exc:
+        raise DagFileError(path, [Problem(".".join(exc.path), exc.message, exc.line)]) from exc
 
     def problem(loc: tuple[str, ...], message: str) -> Problem:
         line = None
@@ -278,11 +270,36 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
 
 
 def load_dag_file(path: Path, options: LoadOptions = LoadOptions()) -> LoadedDag:
+    # At most one byte past the limit is read, so a huge file costs nothing; a FIFO or
+    # a device under a .yaml name is refused instead of blocking the folder scan.
+    limit = MAX_DOCUMENT_CHARS
     try:
-        text = path.read_text(encoding="utf-8")
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise DagFileError(path, [Problem("", "not a regular file")])
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise DagFileError(
+                path, [Problem("", f"the file is larger than {limit:,} bytes, the limit")]
+            )
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DagFileError(path, [Problem("", f"cannot read file: {exc}")]) from exc
     return LoadedDag(spec=parse_dag(text, path, options), path=path, source=text)
+
+
+def _load_one(path: Path, options: LoadOptions) -> LoadedDag:
+    """Like load_dag_file, but a bug in the loader becomes this file's error, not a crash."""
+    try:
+        return load_dag_file(path, options)
+    except DagFileError:
+        raise
+    except Exception as exc:  # one file must never take the folder down
+        message = (
+            f"internal error while loading this file ({type(exc).__name__}: {exc}); "
+            "the other DAGs are not affected; please report this with the file"
+        )
+        raise DagFileError(path, [Problem("", message)]) from exc
 
 
 def dag_files(folder: Path) -> list[Path]:
@@ -299,7 +316,7 @@ def load_dag_folder(folder: Path, options: LoadOptions = LoadOptions()) -> Folde
         return result
     for path in dag_files(folder):
         try:
-            loaded = load_dag_file(path, options)
+            loaded = _load_one(path, options)
         except DagFileError as exc:
             result.errors.append(exc)
             continue

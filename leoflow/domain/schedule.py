@@ -11,13 +11,18 @@ MAX_CATCHUP_RUNS = 1000
 
 
 def due_runs(
-    spec: DagSpec, last_logical: float | None, now: float, first_seen: float
+    spec: DagSpec,
+    last_logical: float | None,
+    now: float,
+    first_seen: float,
+    limit: int = MAX_CATCHUP_RUNS,
 ) -> list[float]:
     """Logical dates (UNIX seconds) of the runs to create now, oldest first.
 
     Without ``catchup`` only the latest missed fire time runs — a scheduler
     that was down for a week does not replay the week. With ``catchup`` every
-    fire time since ``start_date`` (or the last run) runs, up to a bound.
+    fire time since ``start_date`` (or the last run) runs, at most ``limit``
+    (never more than MAX_CATCHUP_RUNS) per call; the caller asks again later.
     A DAG with no runs yet starts from ``start_date`` when catching up, else
     from when the scheduler first saw it; no fire before ``start_date`` runs.
     """
@@ -47,7 +52,7 @@ def due_runs(
         origin = recent if first is not None and first.timestamp() <= now else base
         latest = _fires(cron, origin, now, limit=None)
         return latest[-1:]
-    return _fires(cron, base, now, limit=MAX_CATCHUP_RUNS)
+    return _fires(cron, base, now, limit=max(0, min(limit, MAX_CATCHUP_RUNS)))
 
 
 def _fires(cron: CronSchedule, base: float, now: float, limit: int | None) -> list[float]:

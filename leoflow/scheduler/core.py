@@ -35,7 +35,7 @@ from leoflow.domain.execution import (
     TaskStarted,
 )
 from leoflow.domain.progress import end_of_try, evaluate, waiting_on
-from leoflow.domain.schedule import due_runs
+from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState, run_outcome
 from leoflow.scheduler import metrics
 from leoflow.scheduler.logbuffer import LogBuffer
@@ -64,6 +64,9 @@ class SchedulerConfig:
     # no office, recovers nothing and adopts nothing from the store, so it can run
     # beside a long-running scheduler on the same database.
     solo: bool = False
+    # Catching up creates at most this many runs of one DAG that wait queued; more
+    # come as those start, so a far start_date never floods the store in a burst.
+    max_catchup_runs: int = 100
 
 
 LOCAL_RUN_TYPE = "local"
@@ -111,6 +114,7 @@ class Scheduler:
         self._spec_hashes: dict[str, str] = {}
         self._cron_due: dict[str, float] = {}
         self._started_at = clock()
+        self._catchup_capped: set[str] = set()
         self._pools: dict[str, int] = dict(config.pools)
         self._stopping = False
         self.on_task_change: Callable[[RunMirror, TaskMirror], None] | None = None
@@ -723,6 +727,32 @@ class Scheduler:
             self._forget_run(mirror)
             self._resolve_waiters(mirror)
 
+    def _catchup_room(self, dag_id: str) -> int:
+        queued = sum(
+            1 for r in self.runs.values() if r.dag_id == dag_id and r.state is RunState.QUEUED
+        )
+        return max(0, self.config.max_catchup_runs - queued)
+
+    def _within_catchup_cap(self, dag_id: str, fires: list[float], room: int) -> list[float]:
+        """The fire times to create now; says once when the cap holds some back."""
+        if len(fires) <= room:
+            if dag_id in self._catchup_capped:
+                self._catchup_capped.discard(dag_id)
+                log.info("DAG %s has caught up: no scheduled run is held back", dag_id)
+            return fires
+        if dag_id not in self._catchup_capped:
+            self._catchup_capped.add(dag_id)
+            log.warning(
+                "DAG %s: catchup owes more runs than the cap allows; it keeps at most %d "
+                "queued and creates the next as those start (catchup from %s). Raise "
+                "max_catchup_runs (LEOFLOW_MAX_CATCHUP_RUNS) or set a later start_date "
+                "to change this",
+                dag_id,
+                self.config.max_catchup_runs,
+                datetime.fromtimestamp(fires[0], UTC).isoformat(timespec="seconds"),
+            )
+        return fires[:room]
+
     async def _create_due_runs(self) -> None:
         """Cron: create the runs whose time has come (one per DAG unless catching up)."""
         now = self._clock()
@@ -734,7 +764,9 @@ class Scheduler:
                 continue  # the next fire time is known and still ahead
             last = await self.store.last_scheduled_run(dag_id)
             last_date = last.logical_date if last is not None else None
-            for logical_date in due_runs(spec, last_date, now, self._started_at):
+            room = self._catchup_room(dag_id) if spec.catchup else MAX_CATCHUP_RUNS
+            fires = due_runs(spec, last_date, now, self._started_at, limit=room + 1)
+            for logical_date in self._within_catchup_cap(dag_id, fires, room):
                 try:
                     row = await self.trigger(
                         dag_id, logical_date=logical_date, run_type="scheduled"

@@ -162,8 +162,16 @@ def test_dow_7_is_sunday() -> None:
 
 
 @pytest.mark.parametrize("expression", ["0 0 30 2 *", "0 0 31 2 *", "0 0 31 4,6,9,11 *"])
-def test_impossible_dates_never_fire(expression: str) -> None:
-    assert CronSchedule.parse(expression).next_after(utc(2025, 1, 1)) is None
+def test_impossible_dates_are_refused_at_parse(expression: str) -> None:
+    # A schedule that can never fire would wait forever without a word: it is an error.
+    with pytest.raises(CronError, match="day of month: no month in the schedule has day"):
+        CronSchedule.parse(expression)
+
+
+@pytest.mark.parametrize("expression", ["0 0 31 2 1", "0 0 29 2 *", "0 0 31 */2 *"])
+def test_rare_but_possible_dates_parse(expression: str) -> None:
+    # With day-of-week restricted too a day matches either (Vixie cron); Feb 29 exists.
+    assert CronSchedule.parse(expression).next_after(utc(2025, 1, 1)) is not None
 
 
 def test_feb_29_fires_on_the_next_leap_year() -> None:

@@ -184,3 +184,15 @@ def test_due_runs_are_strictly_increasing_and_after_last() -> None:
     due = due_runs(s, last, ts(2025, 11, 2, 8), 0)
     assert due and due[0] > last
     assert all(a < b for a, b in pairwise(due))
+
+
+def test_catchup_takes_a_smaller_limit_and_resumes_where_it_stopped() -> None:
+    minutely = spec("* * * * *", catchup=True, start_date=datetime(2020, 1, 1, tzinfo=UTC))
+    first = due_runs(minutely, None, ts(2025, 1, 1), 0, limit=3)
+    assert first == [ts(2020, 1, 1, 0, 0), ts(2020, 1, 1, 0, 1), ts(2020, 1, 1, 0, 2)]
+    assert due_runs(minutely, first[-1], ts(2025, 1, 1), 0, limit=2) == [
+        ts(2020, 1, 1, 0, 3),
+        ts(2020, 1, 1, 0, 4),
+    ]
+    assert due_runs(minutely, None, ts(2025, 1, 1), 0, limit=0) == []
+    assert len(due_runs(minutely, None, ts(2025, 1, 1), 0, limit=10**9)) == MAX_CATCHUP_RUNS
