@@ -44,6 +44,14 @@ async def test_a_restarted_scheduler_finishes_the_run_and_the_lost_try_costs_no_
     await _wait_for(marker.exists)
     two = first.runs[row.pk].tasks["two"]
     await _wait_for(lambda: two.state is TaskState.RUNNING)
+    # The mirror moves before the tick's batch commits: wait until the store holds the
+    # running try, or the "restart" would find it still queued and rightly reuse try 1.
+    async with asyncio.timeout(15):
+        while True:
+            [stored] = await store.get_task_instances([two.pk])
+            if stored.state is TaskState.RUNNING:
+                break
+            await asyncio.sleep(0.02)
     # The scheduler dies: its loop stops, nothing more is written, its child is killed.
     assert first._loop_task is not None
     first._loop_task.cancel()
