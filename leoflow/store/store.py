@@ -795,6 +795,34 @@ class Store:
 
         return await self._write(op, None)
 
+    async def note_queued(
+        self,
+        ti_pk: int,
+        try_number: int,
+        reason: str | None,
+        message: str | None,
+        *,
+        epoch: int | None,
+    ) -> bool:
+        """Say why a queued try waits for its executor (None, None: it no longer does).
+
+        Not a state change: only a queued instance on that try, under the leader's epoch.
+        """
+        stmt = (
+            sa.update(task_instances)
+            .where(
+                task_instances.c.pk == ti_pk,
+                task_instances.c.state == TaskState.QUEUED.value,
+                task_instances.c.try_number == try_number,
+            )
+            .values(reason=reason, message=message, updated_at=_now())
+        )
+
+        def op(conn: Connection) -> bool:
+            return conn.execute(stmt).rowcount == 1
+
+        return await self._write(op, epoch)
+
     # ------------------------------------------------------------------ pools
 
     async def upsert_pool(self, name: str, slots: int, description: str = "") -> None:
