@@ -89,8 +89,12 @@ async def run_through_outage(
     notes: list[str] = []
 
     async def outage() -> None:
-        while server.counts[CREATE] < 12:  # a dozen pods created, 28 launches to come
-            await asyncio.sleep(0.01)
+        sub = server.store.subscribe("pods", TASK_NS)
+        created = 0
+        while created < 12:  # a dozen pods created, 28 launches to come
+            event = await sub.queue.get()
+            created += event is not None and event.type == "ADDED"
+        server.store.unsubscribe(sub)
         await server.go_away("refuse")
         # While it is gone: the waiting launches say why, with the outage's start.
         async with asyncio.timeout(scale.outage):
