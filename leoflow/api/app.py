@@ -18,7 +18,7 @@ from leoflow.api.context import ApiContext
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
-from leoflow.store import Store
+from leoflow.store import Store, StoreUnavailable
 
 API_VERSION = "1"
 
@@ -53,6 +53,14 @@ def create_app(
     @app.exception_handler(IllegalTransition)
     async def _illegal(request: Request, exc: IllegalTransition) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"the database is unavailable; try again shortly ({exc})"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
 
     app.add_middleware(MetricsMiddleware)
     return app

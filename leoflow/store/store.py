@@ -154,6 +154,15 @@ class Store:
         return self._url
 
     @property
+    def retry_window(self) -> float:
+        """How long a call waits out a database that does not answer (StoreUnavailable after)."""
+        return self._runner.retry_window
+
+    @retry_window.setter
+    def retry_window(self, seconds: float) -> None:
+        self._runner.retry_window = seconds
+
+    @property
     def dialect(self) -> Literal["sqlite", "postgresql"]:
         return "sqlite" if self._sqlite else "postgresql"
 
