@@ -34,3 +34,7 @@ class SchemaNotCurrent(StoreError):
 class StoreUnavailable(StoreError):
     """The database did not answer (down, restarting, or locked) for the store's whole
     retry window; nothing was written."""
+
+    # Duck-typed by the agent endpoint (which does not import the store): answer
+    # UNAVAILABLE, which the agent retries, rather than INTERNAL.
+    unavailable = True
