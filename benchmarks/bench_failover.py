@@ -8,7 +8,7 @@ killed with SIGKILL (no release: the Lease must expire) or stopped with SIGTERM
 from the Lease itself.
 
     python benchmarks/bench_failover.py [--rounds 3]
-    python benchmarks/bench_failover.py --rounds 20 --scale 0.2 --kill9-only
+    python benchmarks/bench_failover.py --rounds 20 --scale 0.2 --kill9-only --standbys 4
 
 ``--scale`` multiplies the three Lease timings (0.2: 3 s lease, 2 s renew
 deadline, 0.4 s retry) so that 20 kill -9 rounds fit in two minutes; the figure to
@@ -87,16 +87,20 @@ async def holder(client: KubeClient) -> str | None:
     return None if lease is None else lease["spec"].get("holderIdentity")
 
 
-async def wait_holder(client: KubeClient, name: str, timeout: float = 60) -> float:
+async def wait_holder(
+    client: KubeClient, names: list[str], timeout: float = 60
+) -> tuple[float, str]:
+    """Until one of ``names`` holds the Lease: (seconds it took, who)."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if await holder(client) == name:
-            return time.monotonic() - started
+        now = await holder(client)
+        if now in names:
+            return time.monotonic() - started, now
         await asyncio.sleep(0.02)
-    raise SystemExit(f"{name} did not take the lease within {timeout}s")
+    raise SystemExit(f"none of {names} took the lease within {timeout}s")
 
 
-async def main(rounds: int, scale: float, kill9_only: bool) -> None:
+async def main(rounds: int, scale: float, kill9_only: bool, standbys: int) -> None:
     lease, renew, retry = 15.0 * scale, 10.0 * scale, 2.0 * scale
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -125,29 +129,33 @@ async def main(rounds: int, scale: float, kill9_only: bool) -> None:
             kill9: list[float] = []
             sigterm: list[float] = []
             try:
+                names = [chr(ord("a") + i) for i in range(1 + standbys)]
                 procs["a"] = spawn("a", env, root)
-                await wait_holder(client, "a")
-                procs["b"] = spawn("b", env, root)
-                leader, follower = "a", "b"
+                await wait_holder(client, ["a"])
+                for name in names[1:]:
+                    procs[name] = spawn(name, env, root)
+                leader = "a"
                 for _ in range(rounds):
-                    await wait_standby(follower)
-                    # Kill at a random phase of the renew/observe cycle.
-                    await asyncio.sleep(random.uniform(0, 2 * retry))
-                    procs[leader].send_signal(signal.SIGKILL)
-                    procs[leader].wait()
-                    kill9.append(await wait_holder(client, follower))
-                    procs[leader] = spawn(leader, env, root)
-                    leader, follower = follower, leader
-                    if kill9_only:
-                        continue
-
-                    await wait_standby(follower)
-                    await asyncio.sleep(random.uniform(0, 2 * retry))
-                    procs[leader].send_signal(signal.SIGTERM)
-                    sigterm.append(await wait_holder(client, follower))
-                    procs[leader].wait(30)
-                    procs[leader] = spawn(leader, env, root)
-                    leader, follower = follower, leader
+                    for how, sig, times in (
+                        ("kill9", signal.SIGKILL, kill9),
+                        ("sigterm", signal.SIGTERM, sigterm),
+                    ):
+                        if how == "sigterm" and kill9_only:
+                            continue
+                        followers = [n for n in names if n != leader]
+                        for name in followers:
+                            await wait_standby(name)
+                        # Stop it at a random phase of the renew/observe cycle.
+                        await asyncio.sleep(random.uniform(0, 2 * retry))
+                        procs[leader].send_signal(sig)
+                        if sig == signal.SIGKILL:
+                            procs[leader].wait()
+                        took, new = await wait_holder(client, followers)
+                        times.append(took)
+                        print(f"{how} {leader}->{new}: {took:.2f}s", file=sys.stderr, flush=True)
+                        procs[leader].wait(30)
+                        procs[leader] = spawn(leader, env, root)
+                        leader = new
             finally:
                 for proc in procs.values():
                     if proc.poll() is None:
@@ -160,6 +168,7 @@ async def main(rounds: int, scale: float, kill9_only: bool) -> None:
         "renew_deadline_s": renew,
         "retry_period_s": retry,
         "rounds": rounds,
+        "standbys": standbys,
         "after_kill9_s": [round(x, 2) for x in kill9],
         "after_kill9_s_median": round(statistics.median(kill9), 2),
         "after_kill9_s_max": round(max(kill9), 2),
@@ -179,5 +188,11 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="times the Lease timings")
     parser.add_argument("--kill9-only", action="store_true", help="skip the SIGTERM rounds")
+    parser.add_argument(
+        "--standbys",
+        type=int,
+        default=1,
+        help="standby replicas (more: a stopped one restarts while the others stand by)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.scale, args.kill9_only))
+    asyncio.run(main(args.rounds, args.scale, args.kill9_only, args.standbys))
