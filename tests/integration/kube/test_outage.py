@@ -159,8 +159,9 @@ async def silent_watch_round(
             server.compact()  # the resume from the last resourceVersion gets 410
         # The dead watch is given up (its connection closed) and a new one opened.
         await server.wait_watches(silent=0, live=1, timeout=30)
-        for pk in range(1, 21):
-            await reports.wait_finished(lambda e, pk=pk: e.ti_pk == pk, timeout=30)
+        await reports.wait_for(
+            lambda _: {e.ti_pk for e in reports.finished()} >= set(range(1, 21)), timeout=30
+        )
     assert WATCH_SILENT._value.get() > silent_before
     outcomes = {e.ti_pk: e.reason for e in reports.finished()}
     assert outcomes == dict.fromkeys(range(1, 21), "success"), outcomes
