@@ -64,7 +64,8 @@ class Scale:
 
 async def run_through_outage(
     server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scale: Scale
-) -> None:
+) -> dict[str, tuple[TaskState, int, str | None]]:
+    """Run it; assert the outcome; return each task's (state, try, reason)."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path / "kubeconfig")))
     (tmp_path / "secrets").mkdir()
@@ -129,6 +130,7 @@ async def run_through_outage(
     assert server.counts[CREATE] == 40, "refused creates never reached it; none failed after"
     retried = CALL_RETRIES.labels("create_pod", "unreachable")._value.get() - retried_before
     assert retried >= 10, f"only {retried} creates were refused and tried again"
+    return ends
 
 
 async def test_a_20s_apiserver_outage_fails_nothing(
