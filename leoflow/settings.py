@@ -164,6 +164,14 @@ class Settings(BaseSettings):
     pod_gc_age: float = Field(300.0, ge=0)
     pod_lost_grace: float = Field(30.0, ge=0)
     pod_pending_timeout: float = Field(600.0, gt=0)
+    # How long a pod create (or delete) rides out an apiserver that does not answer
+    # (refused, reset, timeout, 429, 5xx) before the try fails; the retries back off
+    # exponentially with jitter up to kube_retry_cap seconds apart.
+    kube_outage_window: float = Field(600.0, gt=0)
+    kube_retry_cap: float = Field(10.0, gt=0)
+    # A watch that brings nothing, not even a bookmark (the apiserver sends one about
+    # every 60 s), for this long is dead: restarted, and the pod cache not synced meanwhile.
+    kube_watch_silence: float = Field(120.0, gt=0)
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
     identity: str | None = None
 

@@ -19,7 +19,7 @@ from leoflow.api.guard import RequestGuard
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
-from leoflow.store import Store
+from leoflow.store import Store, StoreUnavailable
 
 API_VERSION = "1"
 
@@ -54,6 +54,14 @@ def create_app(
     @app.exception_handler(IllegalTransition)
     async def _illegal(request: Request, exc: IllegalTransition) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"the database is unavailable; try again shortly ({exc})"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
 
     # The guard wraps the whole app, so a router or a UI mounted later is covered
     # too; metrics wrap the guard, so its refusals are counted.

@@ -36,6 +36,9 @@ class ApiConfigError(Exception):
     """The API cannot start as configured; the message names the setting."""
 
 
+API_STORE_RETRY_WINDOW = 3.0
+
+
 def parse_listen(value: str) -> tuple[str, int]:
     """``host:port`` / ``[v6]:port`` / ``:port`` (all interfaces) -> (host, port)."""
     host, sep, port_text = value.rpartition(":")
@@ -179,6 +182,8 @@ async def _serve(settings: Settings, auth: Auth) -> int:
             file=sys.stderr,
         )
         return 1
+    # A request waits out a database blip this long, then answers 503 (not a hang).
+    store.retry_window = API_STORE_RETRY_WINDOW
     try:
         host, port = parse_listen(settings.api_listen)
         running = await start_server(create_app(store, settings, auth=auth), host, port)

@@ -29,6 +29,8 @@ def task_info(ti: TaskInstanceRow) -> TaskInfo:
         priority=ti.priority,
         ready_at=ti.ready_at,
         next_retry_at=ti.next_retry_at,
+        reason=ti.reason,
+        message=ti.message,
     )
 
 

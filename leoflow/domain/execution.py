@@ -74,7 +74,22 @@ class LogData:
     data: bytes
 
 
-ExecutorEvent = TaskStarted | TaskFinished | LogData
+@dataclass(frozen=True, slots=True)
+class LaunchWaiting:
+    """A queued try the executor is still trying to start: why it waits.
+
+    Not an outcome: the try keeps its slot and its try number. ``message`` None
+    clears an earlier note (the launch went through).
+    """
+
+    ti_pk: int
+    try_number: int
+    reason: str | None
+    message: str | None
+    at: float
+
+
+ExecutorEvent = TaskStarted | TaskFinished | LogData | LaunchWaiting
 Report = Callable[[ExecutorEvent], None]
 
 

@@ -41,6 +41,13 @@ class TaskInfo:
     priority: int
     ready_at: float | None = None
     next_retry_at: float | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+# A queued try's ``reason`` while its executor cannot reach its platform (the
+# executor's LaunchWaiting note); the ``message`` says since when.
+LAUNCH_WAITING_REASONS = frozenset({"apiserver_unreachable"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +293,8 @@ def explain(
         return Explanation(
             state, False, "running", f"running: try {ti.try_number} of {ti.max_tries}"
         )
+    if state is TaskState.QUEUED and ti.reason in LAUNCH_WAITING_REASONS and ti.message:
+        return Explanation(state, True, ti.reason, ti.message)
     if state is TaskState.QUEUED:
         return Explanation(
             state,

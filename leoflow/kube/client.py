@@ -20,7 +20,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -93,7 +93,7 @@ class WatchStream:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
 
-    async def events(self) -> AsyncIterator[tuple[str, JsonObj]]:
+    async def events(self) -> AsyncGenerator[tuple[str, JsonObj], None]:
         buffer = b""
         try:
             async for chunk in self._response.content.iter_any():
@@ -320,7 +320,7 @@ class KubeClient:
         if not 200 <= response.status < 300:
             async with response:
                 raw = await _read(response)
-            raise error_from_response(response.status, raw)
+            raise error_from_response(response.status, raw, response.headers.get("Retry-After"))
         return response  # type: ignore[no-any-return]
 
     async def _json(

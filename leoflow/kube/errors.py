@@ -10,13 +10,21 @@ class KubeError(Exception):
     """An apiserver call failed. ``status`` is the HTTP status (0: no answer at all)."""
 
     def __init__(
-        self, status: int, reason: str, message: str, body: dict[str, Any] | None = None
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        body: dict[str, Any] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(f"{status} {reason}: {message}" if status else message)
         self.status = status
         self.reason = reason
         self.message = message
         self.body = body or {}
+        # Seconds the apiserver asked us to wait (Retry-After, or the Status body's
+        # details.retryAfterSeconds: APF's 429 and a not-ready apiserver send it).
+        self.retry_after = retry_after
 
     @property
     def retryable(self) -> bool:
@@ -52,7 +60,15 @@ class CallNotDeclared(Exception):
     """A call that is not in ``leoflow.kube.calls`` was attempted."""
 
 
-def error_from_response(status: int, raw: bytes) -> KubeError:
+def _seconds(value: object) -> float | None:
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        return None  # an HTTP-date Retry-After: the apiserver never sends one
+    return seconds if seconds >= 0 else None
+
+
+def error_from_response(status: int, raw: bytes, retry_after: str | None = None) -> KubeError:
     """The exception for a non-2xx answer, from its ``Status`` body when it has one."""
     body: dict[str, Any] = {}
     try:
@@ -63,7 +79,13 @@ def error_from_response(status: int, raw: bytes) -> KubeError:
         pass
     reason = str(body.get("reason") or "")
     message = str(body.get("message") or raw[:200].decode(errors="replace"))
-    return error_for_status(status, reason, message, body)
+    error = error_for_status(status, reason, message, body)
+    details = body.get("details")
+    hint = retry_after
+    if hint is None and isinstance(details, dict):
+        hint = details.get("retryAfterSeconds")
+    error.retry_after = _seconds(hint) if hint is not None else None
+    return error
 
 
 def error_for_status(

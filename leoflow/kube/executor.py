@@ -11,7 +11,12 @@
   Pending past ``pod_pending_timeout`` is reported and deleted;
 - liveness: a launched try whose pod is absent from a *synced* cache for longer than
   ``pod_lost_grace`` is lost; while the cache is not synced nothing is judged lost
-  and absence clocks restart;
+  and absence clocks restart; a try's clock starts only once its create was
+  acknowledged (a create that waits out an outage has no pod to miss yet);
+- apiserver outages: a create, delete or GC call that gets no useful answer
+  (refused, reset, timeout, 429, 5xx) is tried again with capped exponential
+  backoff and jitter, through the token bucket, for ``kube_outage_window``; only an
+  answer that the pod is invalid or forbidden fails a launch at once.
 - GC: a terminal pod is deleted once ``pod_gc_age`` old, scheduled when it turns
   terminal, each pod deleted once.
 
@@ -28,20 +33,23 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from leoflow.domain.execution import (
     Attempt,
     Launch,
     LaunchError,
+    LaunchWaiting,
     LogData,
     Report,
     TaskFinished,
 )
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import AlreadyExists, KubeError
+from leoflow.kube.metrics import APISERVER_UNREACHABLE, CALL_RETRIES, LAUNCHES_WAITING
 from leoflow.kube.pod import PodBuildError, build_pod, pod_name
-from leoflow.kube.podcache import PodCache
+from leoflow.kube.podcache import Backoff, PodCache
 from leoflow.kube.records import (
     Outcome,
     PodRecord,
@@ -54,13 +62,11 @@ from leoflow.settings import Settings
 log = logging.getLogger("leoflow.kube.executor")
 
 Key = tuple[int, int]
-# Creates that fail for want of an answer (or a 5xx/429) are tried again this often;
-# a deterministic name makes a repeated create safe (409 = it went through).
-CREATE_ATTEMPTS = 5
-# A delete (pending timeout, image pull) that gets no answer is tried this often; GC
-# tries a pod again every GC_RETRY seconds until the apiserver answers.
-DELETE_ATTEMPTS = 8
+# GC tries a pod again every GC_RETRY seconds until the apiserver answers.
 GC_RETRY = 30.0
+# The first retry of a create or delete waits about this long; later ones double,
+# up to ``kube_retry_cap``.
+RETRY_BASE = 0.2
 
 
 # `leoflow agent` exit codes that mean it could not reach or use the control plane:
@@ -76,6 +82,8 @@ class _Try:
     name: str
     launched_at: float
     grace: int | None = None
+    # False until the apiserver acknowledged the create: no absence clock before that.
+    created: bool = True
     cancelled: str | None = None
     absent_since: float | None = None
     finishing: bool = False
@@ -84,6 +92,16 @@ class _Try:
 
 def _fmt(seconds: float) -> str:
     return f"{seconds:.0f}s" if seconds >= 10 else f"{seconds:.1f}s"
+
+
+def _why_retry(exc: KubeError) -> str:
+    if exc.status == 0:
+        return "unreachable"
+    return "throttled" if exc.status == 429 else "server_error"
+
+
+def _hhmmss(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%H:%M:%S")
 
 
 class KubernetesExecutor:
@@ -123,6 +141,10 @@ class KubernetesExecutor:
         self._deletes: set[asyncio.Task[Any]] = set()
         # The latest pods GC deleted, by name (bounded: tests read it).
         self.gc_deleted: deque[str] = deque(maxlen=10_000)
+        # Since when the apiserver has given no useful answer to our writes (None: it
+        # answers); shared by every call, so `why` names when the outage began.
+        self.unreachable_since: float | None = None
+        self._waiting: set[Key] = set()
 
     @classmethod
     async def from_settings(cls, settings: Settings) -> KubernetesExecutor:
@@ -142,6 +164,8 @@ class KubernetesExecutor:
             on_change=self._on_change,
             backoff_base=self._backoff[0],
             backoff_cap=self._backoff[1],
+            silence=self.settings.kube_watch_silence,
+            clock=self._clock,
         )
         self.cache.start()
         self._tasks = [
@@ -182,13 +206,18 @@ class KubernetesExecutor:
             name,
             self._clock(),
             grace=launch.spec.execution.termination_grace_period_seconds,
+            created=False,
         )
         self._track(tracked)
         try:
-            await self._create(pod)
+            await self._create(pod, tracked)
         except BaseException:
             self._untrack(tracked)
             raise
+        # The pod exists from here: its pending and absence clocks start now.
+        tracked.created = True
+        tracked.launched_at = self._clock()
+        tracked.absent_since = None
         record = self.cache.get(name) if self.cache is not None else None
         if record is not None:
             self._examine(tracked, record)
@@ -197,6 +226,8 @@ class KubernetesExecutor:
         tracked = self._tries.get((ti_pk, try_number))
         if tracked is not None:
             tracked.cancelled = reason or "cancelled"
+            if not tracked.created:
+                return  # the create loop sees it and stops before a pod exists
             await self._delete_retrying(
                 tracked.name, grace=tracked.grace, uid=None, component="dispatch"
             )
@@ -338,7 +369,7 @@ class KubernetesExecutor:
         synced = cache.synced
         settings = self.settings
         for tracked in list(self._tries.values()):
-            if tracked.finishing:
+            if tracked.finishing or not tracked.created:
                 continue
             record = cache.get(tracked.name)
             if record is None:
@@ -348,7 +379,9 @@ class KubernetesExecutor:
                 if tracked.absent_since is None:
                     tracked.absent_since = now
                     continue
-                absent = now - tracked.absent_since
+                # Only what the cache heard after the absence began counts: a watch
+                # that has brought nothing (not even a bookmark) since says nothing.
+                absent = min(now, cache.heard_at) - tracked.absent_since
                 if tracked.cancelled is not None and absent >= min(
                     self.agent_grace, settings.pod_lost_grace
                 ):
@@ -431,21 +464,94 @@ class KubernetesExecutor:
 
     # ---- apiserver writes --------------------------------------------------------------------
 
-    async def _create(self, pod: dict[str, object]) -> None:
+    async def _create(self, pod: dict[str, object], tracked: _Try) -> None:
+        """Create the pod, riding out an apiserver that does not answer.
+
+        The try stays queued meanwhile and keeps its admission slot: the slot is
+        what the try will use the moment the apiserver is back, and handing it on
+        would only start another DAG's launch that cannot reach the apiserver
+        either; holding it keeps admission's accounting unchanged and the number
+        of creates at recovery bounded by the slots (no thundering herd past
+        parallelism), and the token bucket paces even those.
+        """
         assert self.client is not None
-        delay = 0.2
-        for attempt in range(1, CREATE_ATTEMPTS + 1):
-            try:
-                await self.client.create_pod(pod)
+        window = self.settings.kube_outage_window
+        backoff = Backoff(RETRY_BASE, self.settings.kube_retry_cap)
+        first_failure: float | None = None
+        try:
+            while True:
+                if tracked.cancelled is not None:
+                    raise LaunchError(
+                        f"cancelled ({tracked.cancelled}) before the task's pod was created"
+                    )
+                try:
+                    await self.client.create_pod(pod)
+                except AlreadyExists:
+                    pass  # launched already (a retry, or a restart): never a second pod
+                except KubeError as exc:
+                    if not exc.retryable:
+                        self._answered()
+                        raise LaunchError(f"the apiserver refused the task's pod: {exc}") from exc
+                    now = self._clock()
+                    since = self._unanswered()
+                    if first_failure is None:
+                        first_failure = now
+                        self._note_waiting(tracked, since)
+                    waited = now - first_failure
+                    if waited >= window:
+                        raise LaunchError(
+                            f"creating the task's pod failed: the apiserver gave no useful "
+                            f"answer for {_fmt(waited)} (kube_outage_window {_fmt(window)}); "
+                            f"last: {exc}"
+                        ) from exc
+                    CALL_RETRIES.labels("create_pod", _why_retry(exc)).inc()
+                    delay = min(max(backoff.next(), exc.retry_after or 0.0), window - waited)
+                    log.warning(
+                        "creating pod %s: %s; trying again in %.1fs", tracked.name, exc, delay
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                self._answered()
                 return
-            except AlreadyExists:
-                return  # launched already (a retry, or a restart): never a second pod
-            except KubeError as exc:
-                if not exc.retryable or attempt == CREATE_ATTEMPTS:
-                    raise LaunchError(f"creating the task's pod failed: {exc}") from exc
-                log.warning("creating pod: %s; trying again in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        finally:
+            if first_failure is not None:
+                self._note_waiting(tracked, None)
+
+    def _unanswered(self) -> float:
+        if self.unreachable_since is None:
+            self.unreachable_since = self._clock()
+            APISERVER_UNREACHABLE.set(1)
+        return self.unreachable_since
+
+    def _answered(self) -> None:
+        if self.unreachable_since is not None:
+            self.unreachable_since = None
+            APISERVER_UNREACHABLE.set(0)
+
+    def _note_waiting(self, tracked: _Try, since: float | None) -> None:
+        """Tell the scheduler why the try waits (``since`` None: it no longer does)."""
+        if since is None:
+            self._waiting.discard(tracked.key)
+        else:
+            self._waiting.add(tracked.key)
+        LAUNCHES_WAITING.set(len(self._waiting))
+        if self._report is None:
+            return
+        message = None
+        if since is not None:
+            message = (
+                f"apiserver unreachable since {_hhmmss(since)} UTC; retrying (the try fails "
+                f"if it lasts kube_outage_window {_fmt(self.settings.kube_outage_window)})"
+            )
+        self._report(
+            LaunchWaiting(
+                tracked.key[0],
+                tracked.key[1],
+                "apiserver_unreachable" if since is not None else None,
+                message,
+                self._clock(),
+            )
+        )
 
     async def _delete(
         self,
@@ -460,7 +566,7 @@ class KubernetesExecutor:
         if self.client is None:
             return None
         try:
-            return await self.client.delete_pod(
+            deleted = await self.client.delete_pod(
                 name,
                 grace_seconds=grace,
                 uid=uid,
@@ -468,21 +574,35 @@ class KubernetesExecutor:
             )
         except KubeError as exc:
             if exc.status == 409:  # the uid precondition: a different pod by now
+                self._answered()
                 return False
+            if exc.retryable:
+                self._unanswered()
+                CALL_RETRIES.labels("delete_pod", _why_retry(exc)).inc()
             log.warning("deleting pod %s failed: %s", name, exc)
             return None
+        self._answered()
+        return deleted
 
     async def _delete_retrying(
         self, name: str, *, grace: int | None, uid: str | None, component: str = "gc"
     ) -> bool:
-        delay = 0.5
-        for _ in range(DELETE_ATTEMPTS):
+        """Delete, trying again through an outage for up to ``kube_outage_window``."""
+        backoff = Backoff(RETRY_BASE, self.settings.kube_retry_cap)
+        deadline = self._clock() + self.settings.kube_outage_window
+        while True:
             done = await self._delete(name, grace=grace, uid=uid, component=component)
             if done is not None:
                 return done
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
-        return False
+            left = deadline - self._clock()
+            if left <= 0:
+                log.error(
+                    "deleting pod %s: no answer within kube_outage_window %s; giving up",
+                    name,
+                    _fmt(self.settings.kube_outage_window),
+                )
+                return False
+            await asyncio.sleep(min(backoff.next(), left))
 
     def _spawn_delete(self, name: str, *, grace: int | None, uid: str | None) -> None:
         if uid is not None:

@@ -7,6 +7,11 @@ every ``retry_period`` and take the Lease once it has not changed for
 ``lease_duration`` by their own clock (the observed time, as client-go uses, so
 clocks need not agree). Releasing on shutdown clears the holder, so a rolling
 update hands over in about one retry period instead of a lease duration.
+
+A standby does not wait for its next retry tick once the Lease it watches is due
+to expire: it wakes at (when it observed the last renewal) + lease duration, so
+after a kill -9 another replica leads within lease duration + one retry period
+(the observation lag), not that plus up to one more retry period of polling lag.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ LEADER_ATTEMPTS = Counter(
     "Lease acquire/renew attempts by whether we hold it after",
     ["outcome"],
 )
+
+
+# A standby woken for a Lease's expiry attempts this long after it, so that its own
+# "expired?" check (strictly after observed + duration) already says yes.
+EXPIRY_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,7 @@ class LeaderElector:
         self._wall = wall
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
+        self._observed_duration = config.lease_duration
         self._lease: dict[str, Any] | None = None
         self.is_leader = False
 
@@ -95,6 +106,9 @@ class LeaderElector:
         if record != self._observed:
             self._observed = record
             self._observed_at = self._clock()
+        self._observed_duration = float(
+            spec.get("leaseDurationSeconds") or self.config.lease_duration
+        )
         self._lease = lease
 
     async def try_acquire_or_renew(self) -> bool:
@@ -152,11 +166,21 @@ class LeaderElector:
         LEADER_ATTEMPTS.labels(outcome="held" if won else "not_held").inc()
         return won
 
+    def acquire_wait(self) -> float:
+        """How long a standby sleeps before its next attempt: one retry period, or
+        less if the Lease it observed expires sooner (then just past the expiry)."""
+        wait = self.config.retry_period
+        holder = self._observed[0] if self._observed is not None else None
+        if holder and holder != self.config.identity:
+            expires = self._observed_at + self._observed_duration - self._clock()
+            wait = min(wait, max(0.0, expires) + EXPIRY_MARGIN)
+        return wait
+
     async def _acquire(self) -> None:
         while True:  # polling is the protocol: the Lease has no way to notify us
             if await self._attempt():
                 return
-            await asyncio.sleep(self.config.retry_period)
+            await asyncio.sleep(self.acquire_wait())
 
     async def _renew(self) -> None:
         """Returns when leadership is lost: no successful renewal within renew_deadline."""

@@ -16,3 +16,21 @@ WATCH_RESTARTS = Counter(
 )
 CACHE_SYNCED = Gauge("leoflow_pod_cache_synced", "1 while the pod cache is synced")
 CACHE_PODS = Gauge("leoflow_pod_cache_pods", "Task pods in the pod cache")
+CALL_RETRIES = Counter(
+    "leoflow_kube_call_retries",
+    "apiserver calls tried again because the apiserver did not answer usefully, by call "
+    "and why (unreachable: no answer; throttled: 429; server_error: 5xx)",
+    ["call", "why"],
+)
+LAUNCHES_WAITING = Gauge(
+    "leoflow_kube_launches_waiting",
+    "Queued tries whose pod create waits for the apiserver to come back",
+)
+APISERVER_UNREACHABLE = Gauge(
+    "leoflow_kube_apiserver_unreachable",
+    "1 while the executor's last apiserver call got no useful answer",
+)
+WATCH_SILENT = Counter(
+    "leoflow_kube_watch_silent",
+    "Pod watches given up because nothing (not even a bookmark) arrived in time",
+)

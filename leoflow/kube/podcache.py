@@ -10,6 +10,13 @@ while a watch is open. It turns False as soon as the watch breaks and stays Fals
 until a watch is open again (resumed) or a list has replaced the cache, because
 nothing may be judged lost from a cache that may have missed a deletion or a
 creation (DESIGN §7).
+
+A watch can also die without breaking: the connection stays open and nothing
+arrives, not even the bookmark an apiserver sends about once a minute. A watch
+silent for ``silence`` seconds is given up (not synced) and resumed from the last
+resourceVersion (a list again on 410). ``heard_at`` is when the cache last heard
+from the apiserver (an event, a bookmark, a list): the reaper counts a pod's
+absence only up to it, so a silent stretch never counts as evidence.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ import contextlib
 import json
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import Gone, KubeError
-from leoflow.kube.metrics import CACHE_PODS, CACHE_SYNCED, WATCH_RESTARTS
+from leoflow.kube.metrics import CACHE_PODS, CACHE_SYNCED, WATCH_RESTARTS, WATCH_SILENT
 from leoflow.kube.pod import SELECTOR
 from leoflow.kube.records import PodRecord, parse_pod
 
@@ -51,6 +59,10 @@ class Backoff:
         self.failures = 0
 
 
+class SilentWatch(KubeError):
+    """Nothing arrived on an open watch, not even a bookmark, for too long."""
+
+
 class PodCache:
     """Task pods in the task namespace, by name, kept current by one watch."""
 
@@ -64,8 +76,13 @@ class PodCache:
         watch_timeout: int = 300,
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
+        silence: float = 120.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
+        self.silence = silence
+        self._clock = clock
+        self.heard_at = 0.0
         self.label_selector = label_selector
         self.page_size = page_size
         self.watch_timeout = watch_timeout
@@ -136,6 +153,15 @@ class PodCache:
                 WATCH_RESTARTS.labels("timeout").inc()
                 if asyncio.get_running_loop().time() - opened < 1.0:
                     await asyncio.sleep(self.backoff.next())
+            except SilentWatch as exc:
+                WATCH_RESTARTS.labels("silent").inc()
+                WATCH_SILENT.inc()
+                await self._set_synced(False)
+                log.warning(
+                    "pod watch: %s; resuming from resourceVersion %s",
+                    exc.message,
+                    self.resource_version,
+                )
             except Gone as exc:
                 WATCH_RESTARTS.labels("gone").inc()
                 log.info("pod watch: %s; listing again", exc.message)
@@ -176,6 +202,7 @@ class PodCache:
         self.lists += 1
         self._replace(fresh)
         self.resource_version = rv
+        self.heard_at = self._clock()
         self.backoff.reset()
         await self._set_synced(True)
 
@@ -189,8 +216,25 @@ class PodCache:
             # The server took the watch: resumed without a gap, unless it now says 410.
             await self._set_synced(True)
             self.backoff.reset()
-            async for kind, obj in stream.events():
-                self._apply(kind, obj)
+            events = stream.events()
+            try:
+                while True:
+                    try:
+                        async with asyncio.timeout(self.silence):
+                            kind, obj = await anext(events)
+                    except StopAsyncIteration:
+                        return
+                    except TimeoutError:
+                        raise SilentWatch(
+                            0,
+                            "Silent",
+                            f"nothing (not even a bookmark) for {self.silence:g}s on an open "
+                            "watch: it is dead",
+                        ) from None
+                    self._apply(kind, obj)
+                    self.heard_at = self._clock()
+            finally:
+                await events.aclose()
 
     def _apply(self, kind: str, obj: JsonObj) -> None:
         meta = obj.get("metadata") or {}

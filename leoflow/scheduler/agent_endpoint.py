@@ -301,7 +301,11 @@ class AgentEndpoint:
             except asyncio.CancelledError:
                 count(grpc.StatusCode.CANCELLED)
                 raise
-            except Exception:
+            except Exception as exc:
+                if getattr(exc, "unavailable", False):  # the store's database is down
+                    # UNAVAILABLE: nothing was done, so the agent tries the call again.
+                    count(grpc.StatusCode.UNAVAILABLE)
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
                 count(grpc.StatusCode.INTERNAL)
                 log.exception("agent endpoint: %s failed", method)
                 await context.abort(grpc.StatusCode.INTERNAL, "internal error")

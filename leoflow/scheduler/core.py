@@ -30,10 +30,12 @@ from leoflow.domain.execution import (
     ExecutorEvent,
     Launch,
     LaunchError,
+    LaunchWaiting,
     LogData,
     TaskFinished,
     TaskStarted,
 )
+from leoflow.domain.explain import LAUNCH_WAITING_REASONS
 from leoflow.domain.progress import end_of_try, evaluate, waiting_on
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState, run_outcome
@@ -296,6 +298,8 @@ class Scheduler:
             if reason is not None:
                 return reason.message
             return "admitted; launching"
+        if ti.state is TaskState.QUEUED and ti.reason in LAUNCH_WAITING_REASONS:
+            return ti.message
         return None
 
     def request_cancel(self, ti_pk: int, reason: str) -> None:
@@ -419,6 +423,14 @@ class Scheduler:
                 metrics.RUNNING.inc()
         elif isinstance(event, TaskFinished):
             self._finish_try(ti, event.reason, event.message, event.exit_code, event.at, batch)
+        elif (
+            isinstance(event, LaunchWaiting)
+            and ti.state is TaskState.QUEUED
+            and (ti.reason, ti.message) != (event.reason, event.message)
+        ):
+            # A note only: the try stays queued and keeps its slot (see the executor).
+            ti.reason, ti.message = event.reason, event.message
+            batch.notes.append((ti.pk, ti.try_number, event.reason, event.message))
 
     def _finish_try(
         self,
@@ -672,6 +684,8 @@ class Scheduler:
             }
             if stale:
                 await self._reconcile(stale, batch)
+        for ti_pk, try_number, reason, message in batch.notes:
+            await self.store.note_queued(ti_pk, try_number, reason, message, epoch=self.epoch)
         for run, expected, new, fields in batch.run_changes:
             ok = await self.store.transition_run(run.pk, expected, new, epoch=self.epoch, **fields)
             if not ok:
@@ -1001,6 +1015,7 @@ class _Batch:
     cancels: list[tuple[int, int, str]] = field(default_factory=list)
     tickets: list[tuple[str, int, int]] = field(default_factory=list)
     finished_runs: list[RunMirror] = field(default_factory=list)
+    notes: list[tuple[int, int, str | None, str | None]] = field(default_factory=list)
 
 
 def _spec_for_tasks(spec: DagSpec, present: set[str]) -> DagSpec:

@@ -1,7 +1,13 @@
 """The state store: runs, task instances, DAGs, pools, tickets and logs, in SQLite
 (Lite) or PostgreSQL (Pro)."""
 
-from leoflow.store.errors import RunExists, SchemaNotCurrent, StaleEpoch, StoreError
+from leoflow.store.errors import (
+    RunExists,
+    SchemaNotCurrent,
+    StaleEpoch,
+    StoreError,
+    StoreUnavailable,
+)
 from leoflow.store.rows import (
     DagRow,
     PoolRow,
@@ -22,6 +28,7 @@ __all__ = [
     "StaleEpoch",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "TaskChange",
     "TaskInstanceRow",
     "TaskSeed",

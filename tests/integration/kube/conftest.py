@@ -68,6 +68,17 @@ class Reports:
         self.events.append(event)
         self._changed.set()
 
+    async def wait_for(
+        self, pred: Callable[[ExecutorEvent], bool], timeout: float = 10.0
+    ) -> ExecutorEvent:
+        async with asyncio.timeout(timeout):
+            while True:
+                for event in self.events:
+                    if pred(event):
+                        return event
+                self._changed.clear()
+                await self._changed.wait()
+
     def finished(self) -> list[TaskFinished]:
         return [e for e in self.events if isinstance(e, TaskFinished)]
 

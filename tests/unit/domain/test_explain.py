@@ -207,3 +207,13 @@ def test_missing_inputs_are_errors() -> None:
         explain(ti(1, TaskState.NONE), RUN, now=NOW)
     with pytest.raises(ValueError, match="run gate"):
         explain(ti(1, TaskState.NONE), replace(RUN, state=RunState.QUEUED), now=NOW)
+
+
+def test_a_queued_try_waiting_for_the_apiserver_says_since_when() -> None:
+    note = "apiserver unreachable since 07:35:31 UTC; retrying"
+    waiting = ti(1, TaskState.QUEUED, try_number=1, reason="apiserver_unreachable", message=note)
+    answer = explain(waiting, RUN, now=NOW)
+    assert (answer.waiting, answer.reason, answer.message) == (True, "apiserver_unreachable", note)
+    # A note left from an earlier try's end (a failure reason) is not a waiting reason.
+    old = ti(1, TaskState.QUEUED, try_number=2, reason="exit_code", message="exited 1")
+    assert explain(old, RUN, now=NOW).reason == "launching"
