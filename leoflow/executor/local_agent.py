@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -29,7 +30,9 @@ from leoflow.settings import Settings
 
 log = logging.getLogger("leoflow.executor.local_agent")
 
-STOP_GRACE = 15.0
+# On stop, how long the agent's commands have between SIGTERM and SIGKILL: Lite must
+# be gone within 3 s of a SIGTERM, so a command gets a moment to clean up, no more.
+STOP_GRACE = 1.5
 
 
 class LocalAgentExecutor:
@@ -46,6 +49,7 @@ class LocalAgentExecutor:
         self._lock = asyncio.Lock()
         self._stopping = False
         self._partial = b""
+        self._pids: dict[str, int] = {}  # key -> the command's pid (its process group)
 
     async def warm(self) -> None:
         """Start the agent now, so its ~0.1 s of start-up overlaps ours."""
@@ -102,7 +106,10 @@ class LocalAgentExecutor:
             if kind == "error":
                 log.warning("agent: %s", event.get("message"))
             return
-        if kind == "finished":
+        if kind == "started" and isinstance(event.get("pid"), int):
+            self._pids[key] = event["pid"]
+        elif kind == "finished":
+            self._pids.pop(key, None)
             launch = self._inflight.pop(key, None)
             if launch is not None:
                 code = event.get("exit_code")
@@ -164,21 +171,21 @@ class LocalAgentExecutor:
         process = self._process
         if process is None or process.returncode is not None:
             return
-        # Tries whose Complete already arrived are about to say so on stdout; only
-        # what is still running after that gets cancelled.
-        for _ in range(50):
-            if not self._inflight:
-                break
-            await asyncio.sleep(0.02)
-        for key in list(self._inflight):
-            with contextlib.suppress(LaunchError):
-                await self._send({"op": "cancel", "key": key, "reason": "Leoflow is stopping"})
+        # The agent forwards SIGTERM to every command's process group, refuses new
+        # work and exits once its commands have ended (the scheduler, stopping,
+        # refuses their Complete at once). A command still alive after the grace is
+        # killed with its whole group, and so is the agent.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
         process.close_stdin()
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE)
         except TimeoutError:
+            for pid in list(self._pids.values()):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, 9)
+                os.kill(process.pid, signal.SIGKILL)
             await process.wait()
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):

@@ -277,11 +277,11 @@ class AgentEndpoint:
             except _Refuse as refusal:
                 count(refusal.code)
                 await context.abort(refusal.code, refusal.details)
-            except SessionRefused:
+            except SessionRefused as refused:
                 count(grpc.StatusCode.PERMISSION_DENIED)
                 await context.abort(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    "the task instance no longer accepts this session",
+                    str(refused) or "the task instance no longer accepts this session",
                 )
             except asyncio.CancelledError:
                 count(grpc.StatusCode.CANCELLED)

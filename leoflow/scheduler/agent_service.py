@@ -26,7 +26,7 @@ from leoflow.scheduler.agent_endpoint import (
     TaskSession,
     TicketUse,
 )
-from leoflow.scheduler.core import Scheduler
+from leoflow.scheduler.core import Scheduler, SchedulerStopping
 from leoflow.secrets import DirectorySecrets, SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
@@ -101,7 +101,7 @@ class SchedulerBackend:
         local = self._local(s.ti_pk)
         if local is not None:
             scheduler = local[0]
-            await scheduler.submit(TaskStarted(s.ti_pk, s.try_number, executor_ref, now))
+            await _submit(scheduler, TaskStarted(s.ti_pk, s.try_number, executor_ref, now))
             ti = scheduler.task(s.ti_pk)
             if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
                 raise SessionRefused("the task instance is no longer waiting for this try to start")
@@ -139,8 +139,8 @@ class SchedulerBackend:
         reason = outcome_of(exit_code, oom_killed, timed_out)
         local = self._local(s.ti_pk)
         if local is not None:
-            await local[0].submit(
-                TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
+            await _submit(
+                local[0], TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
             )
             return
         row = await self._store.get_task_instance(s.ti_pk)
@@ -177,6 +177,15 @@ class SchedulerBackend:
 
 
 _LIVE = (TaskState.QUEUED, TaskState.RUNNING)
+
+
+async def _submit(scheduler: Scheduler, event: TaskStarted | TaskFinished) -> None:
+    try:
+        await scheduler.submit(event)
+    except SchedulerStopping as exc:
+        # A refusal the agent does not retry: the try stays as the store has it and
+        # the next start runs it again.
+        raise SessionRefused(str(exc)) from exc
 
 
 def _start_spec(s: TaskSession, spec: TaskSpec) -> StartSpec:
