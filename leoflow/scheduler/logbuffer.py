@@ -41,10 +41,19 @@ class LogBuffer:
     async def flush(self, keys: list[tuple[int, int]] | None = None) -> None:
         async with self._lock:
             for key in list(self._pending) if keys is None else keys:
-                chunks = self._pending.pop(key, None)
-                self._sizes.pop(key, None)
-                if chunks:
-                    await self._store.append_log(key[0], key[1], b"".join(chunks))
+                chunks = self._pending.get(key)
+                if not chunks:
+                    continue
+                count = len(chunks)
+                data = b"".join(chunks)
+                # Taken out only once written: a write that fails (or is cancelled)
+                # leaves the output here for the next flush, so none is lost.
+                await self._store.append_log(key[0], key[1], data)
+                del chunks[:count]
+                self._sizes[key] = self._sizes.get(key, 0) - len(data)
+                if not chunks:
+                    self._pending.pop(key, None)
+                    self._sizes.pop(key, None)
 
     async def _run(self) -> None:
         while True:
