@@ -53,7 +53,7 @@ def _tasks(tmp_path: Path, release: Path) -> str:
         pidfile = tmp_path / f"pid-{name}"
         return (
             f"  {name}: {{command: '{prefix}echo $$ > {pidfile}; "
-            f'while [ ! -e {release} ]; do sleep 0.1; done\'}}\n'
+            f"while [ ! -e {release} ]; do sleep 0.1; done'}}\n"
         )
 
     return task("a") + task("b") + task("stubborn", 'trap "" TERM; ')
@@ -94,9 +94,10 @@ def test_sigterm_stops_lite_promptly_and_the_next_start_reruns_its_tasks(
     proc = lite()
     try:
         _wait(
-            lambda: _query(home, "SELECT count(*) FROM task_instances WHERE state='running'")[0][0]
-            == 3
-            and all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
+            lambda: (
+                _query(home, "SELECT count(*) FROM task_instances WHERE state='running'")[0][0] == 3
+                and all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn"))
+            ),
             "three running tasks",
         )
         pgids = _pgids(tmp_path)
