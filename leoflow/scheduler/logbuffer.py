@@ -16,6 +16,9 @@ from leoflow.store import Store
 
 log = logging.getLogger("leoflow.scheduler.logs")
 
+# How long a cancelled flush waits for the write it started (see flush).
+CANCEL_WAIT = 1.0
+
 
 class LogBuffer:
     def __init__(self, store: Store, interval: float = 0.2, max_bytes: int = 256 * 1024) -> None:
@@ -46,14 +49,28 @@ class LogBuffer:
                     continue
                 count = len(chunks)
                 data = b"".join(chunks)
-                # Taken out only once written: a write that fails (or is cancelled)
-                # leaves the output here for the next flush, so none is lost.
-                await self._store.append_log(key[0], key[1], data)
-                del chunks[:count]
-                self._sizes[key] = self._sizes.get(key, 0) - len(data)
-                if not chunks:
-                    self._pending.pop(key, None)
-                    self._sizes.pop(key, None)
+                # Taken out only once written: a write that fails leaves the output
+                # here for the next flush, so none is lost.
+                write = asyncio.ensure_future(self._store.append_log(key[0], key[1], data))
+                try:
+                    await asyncio.shield(write)
+                except asyncio.CancelledError:
+                    # Stopping: a write in the database's hands may still commit. Give
+                    # it a moment, so the final flush does not write its output twice.
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        await asyncio.wait_for(write, CANCEL_WAIT)
+                    if write.done() and not write.cancelled() and write.exception() is None:
+                        self._taken(key, count, len(data))
+                    raise
+                self._taken(key, count, len(data))
+
+    def _taken(self, key: tuple[int, int], count: int, size: int) -> None:
+        chunks = self._pending.get(key, [])
+        del chunks[:count]
+        self._sizes[key] = self._sizes.get(key, 0) - size
+        if not chunks:
+            self._pending.pop(key, None)
+            self._sizes.pop(key, None)
 
     async def _run(self) -> None:
         while True:
