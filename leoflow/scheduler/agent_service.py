@@ -101,11 +101,13 @@ class SchedulerBackend:
         local = self._local(s.ti_pk)
         if local is not None:
             scheduler = local[0]
-            await _submit(scheduler, TaskStarted(s.ti_pk, s.try_number, executor_ref, now))
-            ti = scheduler.task(s.ti_pk)
-            if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
-                raise SessionRefused("the task instance is no longer waiting for this try to start")
-            return _start_spec(s, local[1])
+            if await self._submit(scheduler, TaskStarted(s.ti_pk, s.try_number, executor_ref, now)):
+                ti = scheduler.task(s.ti_pk)
+                if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
+                    raise SessionRefused(
+                        "the task instance is no longer waiting for this try to start"
+                    )
+                return _start_spec(s, local[1])
         task = await self._task_spec(s.dag_id, s.task_id)
         if task is None:
             raise SessionRefused("the task's DAG no longer defines it")
@@ -138,10 +140,9 @@ class SchedulerBackend:
         now = self._clock()
         reason = outcome_of(exit_code, oom_killed, timed_out)
         local = self._local(s.ti_pk)
-        if local is not None:
-            await _submit(
-                local[0], TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
-            )
+        if local is not None and await self._submit(
+            local[0], TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
+        ):
             return
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
@@ -165,6 +166,18 @@ class SchedulerBackend:
     async def resolve_secret(self, s: TaskSession, name: str) -> str | None:
         return await self._secrets.get(name)
 
+    async def _submit(self, scheduler: Scheduler, event: TaskStarted | TaskFinished) -> bool:
+        """Through the leader's loop; False: it stepped down, so write as a follower."""
+        try:
+            await scheduler.submit(event)
+        except SchedulerStopping as exc:
+            if self._scheduler() is scheduler:
+                # The whole process is stopping (Lite): a refusal the agent does not
+                # retry; the try stays as the store has it and the next start runs it.
+                raise SessionRefused(str(exc)) from exc
+            return False  # it left office (Pro): the store path records it
+        return True
+
     async def _task_spec(self, dag_id: str, task_id: str) -> TaskSpec | None:
         dag = await self._store.get_dag(dag_id)
         if dag is None:
@@ -177,15 +190,6 @@ class SchedulerBackend:
 
 
 _LIVE = (TaskState.QUEUED, TaskState.RUNNING)
-
-
-async def _submit(scheduler: Scheduler, event: TaskStarted | TaskFinished) -> None:
-    try:
-        await scheduler.submit(event)
-    except SchedulerStopping as exc:
-        # A refusal the agent does not retry: the try stays as the store has it and
-        # the next start runs it again.
-        raise SessionRefused(str(exc)) from exc
 
 
 def _start_spec(s: TaskSession, spec: TaskSpec) -> StartSpec:
