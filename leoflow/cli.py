@@ -112,7 +112,7 @@ async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int
     from leoflow.console import Progress, final_table
     from leoflow.domain.loader import DagFileError
     from leoflow.domain.progress import topological_order
-    from leoflow.domain.states import RunState
+    from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.lite import STOPPED_MESSAGE, announce_ignored, describe_killed, run_dag
 
     if executor != "kubernetes":
@@ -143,7 +143,7 @@ async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int
     print()
     print(final_table(tis, topological_order(loaded.spec)))
     print(f"\nrun {row.run_id} of {row.dag_id}: {row.state.value}")
-    if row.message == STOPPED_MESSAGE:
+    if row.message == STOPPED_MESSAGE or (signals and row.state not in RUN_TERMINAL):
         print(
             f"leoflow run: stopped; {describe_killed(runtime.scheduler.interrupted)}; "
             f"run {row.run_id} marked failed (a new leoflow run starts afresh)",

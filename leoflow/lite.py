@@ -34,7 +34,7 @@ from leoflow.domain.loader import (
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
 from leoflow.settings import Settings
-from leoflow.store import Store
+from leoflow.store import Store, StoreError
 from leoflow.store.rows import RunRow, TaskChange
 
 log = logging.getLogger("leoflow.lite")
@@ -221,8 +221,13 @@ async def _wait_or_stop(runtime: Runtime, row: RunRow, stop: asyncio.Event | Non
     if finished.done():
         return finished.result()
     finished.cancel()
+    runtime.store.space.closed = True  # stopping: a full disk must not hold the exit
     await runtime.scheduler.stop()
-    return await fail_stopped_run(runtime.store, row)
+    try:
+        return await fail_stopped_run(runtime.store, row)
+    except StoreError as exc:
+        log.error("the stopped run could not be marked failed: %s", exc)
+        return row
 
 
 async def fail_stopped_run(store: Store, row: RunRow) -> RunRow:
@@ -355,6 +360,7 @@ async def serve(
                     {k: v.spec for k, v in watcher.good.items()}, paused
                 )
     finally:
+        runtime.store.space.closed = True  # stopping: a full disk must not hold the exit
         await runtime.close()
         say("leoflow lite: stopped; " + describe_interrupted(runtime.scheduler.interrupted))
 

@@ -30,6 +30,7 @@ from leoflow.scheduler.core import Scheduler, SchedulerStopping
 from leoflow.secrets import DirectorySecrets, SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
+from leoflow.store.diskfull import StoreFull
 
 log = logging.getLogger("leoflow.scheduler.agent")
 
@@ -132,7 +133,10 @@ class SchedulerBackend:
         return not await self._store.heartbeat(s.ti_pk, s.try_number, self._clock())
 
     async def append_log(self, s: TaskSession, data: bytes) -> None:
-        await self._store.append_log(s.ti_pk, s.try_number, data)
+        try:
+            await self._store.append_log(s.ti_pk, s.try_number, data)
+        except StoreFull as exc:  # the disk is full and Leoflow is stopping
+            raise SessionRefused(f"Leoflow is stopping; output not written: {exc}") from exc
 
     async def complete(
         self, s: TaskSession, *, exit_code: int, oom_killed: bool, timed_out: bool, message: str

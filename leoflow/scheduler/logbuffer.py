@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 
-from leoflow.store import Store
+from leoflow.store import Store, StoreError
 
 log = logging.getLogger("leoflow.scheduler.logs")
 
@@ -87,4 +87,7 @@ class LogBuffer:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.flush()
+        try:
+            await self.flush()
+        except StoreError as exc:  # a full disk while stopping: say so, do not hang
+            log.error("task output still buffered at stop was not written: %s", exc)

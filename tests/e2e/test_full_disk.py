@@ -121,3 +121,43 @@ def test_a_full_disk_holds_lite_and_loses_no_output(
     said = output.read_text()
     assert "has space again" in said, said
     assert "Traceback" not in said, said
+
+
+@pytest.mark.parametrize("executor", ["agent", "subprocess"])
+def test_sigterm_while_the_disk_is_full_stops_lite_promptly(
+    small_disk: Path, env: dict[str, str], tmp_path: Path, executor: str
+) -> None:
+    home = small_disk
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    go = tmp_path / "go"
+    (folder / "full.yaml").write_text(
+        "dag_id: full\nschedule: '* * * * *'\ncatchup: true\n"
+        f"start_date: '{(datetime.now(UTC) - timedelta(seconds=70)):%Y-%m-%dT%H:%M:%SZ}'\n"
+        "max_active_runs: 1\ntasks:\n"
+        f"  big: {{command: 'while [ ! -e {go} ]; do sleep 0.1; done; seq 1 {LINES}; sleep 60'}}\n"
+    )
+    output = tmp_path / "lite.out"
+    proc = subprocess.Popen(
+        [LEOFLOW, "lite", "--dags", str(folder), "--no-api", "--executor", executor],
+        env={**env, "LEOFLOW_HOME": str(home), "LEOFLOW_SCHEDULER_POLL_INTERVAL": "0.2"},
+        cwd=REPO,
+        stdout=open(output, "w"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait(lambda: _state(home, "big") == "running", "the big task to start")
+        fill(home, FREE_WHILE_FULL)
+        go.touch()
+        _wait(lambda: "is full" in output.read_text(), "Lite to say the disk is full")
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = output.read_text()
+    assert elapsed < 10.0, said  # generous: it takes about 2 s
+    assert "leoflow lite: stopped; 1 running task(s) killed (big)" in said, said
+    assert "Traceback" not in said, said
