@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -134,15 +135,25 @@ async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int
     from leoflow.console import Progress, final_table
     from leoflow.domain.loader import DagFileError
     from leoflow.domain.progress import topological_order
-    from leoflow.domain.states import RunState
-    from leoflow.lite import announce_ignored, run_dag
+    from leoflow.domain.states import RUN_TERMINAL, RunState
+    from leoflow.lite import STOPPED_MESSAGE, announce_ignored, describe_killed, run_dag
 
     if executor != "kubernetes":
         announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
     progress = Progress()
+    stop = asyncio.Event()
+    signals: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        signals.append(signum)
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
     try:
         row, runtime = await run_dag(
-            settings, loaded, executor_name=executor, conf=conf, watch=progress.attach
+            settings, loaded, executor_name=executor, conf=conf, watch=progress.attach, stop=stop
         )
     except DagFileError as exc:
         print(exc, file=sys.stderr)
@@ -155,6 +166,13 @@ async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int
     print()
     print(final_table(tis, topological_order(loaded.spec)))
     print(f"\nrun {row.run_id} of {row.dag_id}: {row.state.value}")
+    if row.message == STOPPED_MESSAGE or (signals and row.state not in RUN_TERMINAL):
+        print(
+            f"leoflow run: stopped; {describe_killed(runtime.scheduler.interrupted)}; "
+            f"run {row.run_id} marked failed (a new leoflow run starts afresh)",
+            file=sys.stderr,
+        )
+        return 128 + signals[0]
     return EXIT_OK if row.state is RunState.SUCCESS else EXIT_FAILED
 
 

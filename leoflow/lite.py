@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +32,11 @@ from leoflow.domain.loader import (
     load_dag_folder,
 )
 from leoflow.domain.printable import printable
+from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
 from leoflow.settings import Settings
-from leoflow.store import Store
-from leoflow.store.rows import RunRow
+from leoflow.store import Store, StoreError
+from leoflow.store.rows import RunRow, TaskChange
 
 log = logging.getLogger("leoflow.lite")
 
@@ -221,8 +223,10 @@ async def run_dag(
     executor_name: str,
     conf: dict[str, Any] | None = None,
     watch: Callable[[Scheduler], None] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> tuple[RunRow, Runtime]:
-    """Run one DAG once, to completion; the caller closes the returned runtime."""
+    """Run one DAG once, to completion or until ``stop`` is set; the caller closes
+    the returned runtime."""
     runtime = await open_runtime(settings, executor_name, solo=True)
     try:
         known = set(runtime.scheduler.config.pools) | {DEFAULT_POOL}
@@ -246,11 +250,56 @@ async def run_dag(
             watch(runtime.scheduler)
         await runtime.scheduler.start()
         row = await runtime.scheduler.trigger(loaded.spec.dag_id, conf=conf)
-        final = await runtime.scheduler.wait_run(row.pk)
+        final = await _wait_or_stop(runtime, row, stop)
     except BaseException:
         await runtime.close()
         raise
     return final, runtime
+
+
+STOPPED_MESSAGE = "cancelled: leoflow run was stopped (SIGTERM or Ctrl-C)"
+
+
+async def _wait_or_stop(runtime: Runtime, row: RunRow, stop: asyncio.Event | None) -> RunRow:
+    if stop is None:
+        return await runtime.scheduler.wait_run(row.pk)
+    finished = asyncio.ensure_future(runtime.scheduler.wait_run(row.pk))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({finished, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if finished.done():
+        return finished.result()
+    finished.cancel()
+    runtime.store.space.closed = True  # stopping: a full disk must not hold the exit
+    await runtime.scheduler.stop()
+    try:
+        return await fail_stopped_run(runtime.store, row)
+    except StoreError as exc:
+        log.error("the stopped run could not be marked failed: %s", exc)
+        return row
+
+
+async def fail_stopped_run(store: Store, row: RunRow) -> RunRow:
+    """``leoflow run`` stopped: its run is local, nobody will resume it, so it fails
+    now and every unfinished task says why (a new ``leoflow run`` starts afresh)."""
+    now = time.time()
+    why = STOPPED_MESSAGE
+    changes = [
+        TaskChange(ti.pk, ti.state, TaskState.FAILED, ti.try_number,
+                   {"ended_at": now, "reason": "cancelled", "message": why})
+        for ti in await store.list_task_instances(run_pk=row.pk)
+        if ti.state not in TASK_TERMINAL
+    ]  # fmt: skip
+    if changes:
+        await store.transition_tasks(changes, epoch=None)
+    current = await store.get_run(row.pk)
+    if current is not None and current.state not in RUN_TERMINAL:
+        await store.transition_run(
+            row.pk, current.state, RunState.FAILED, epoch=None, ended_at=now, message=why
+        )
+    return await store.get_run(row.pk) or row
 
 
 class DagFolderWatcher:
@@ -368,5 +417,23 @@ async def serve(
                     {k: v.spec for k, v in watcher.good.items()}, paused
                 )
     finally:
-        say("leoflow lite: stopping")
+        runtime.store.space.closed = True  # stopping: a full disk must not hold the exit
         await runtime.close()
+        say("leoflow lite: stopped; " + describe_interrupted(runtime.scheduler.interrupted))
+
+
+def describe_killed(interrupted: list[Any]) -> str:
+    """``3 running task(s) killed (a, b, c)``: what stopping did to the live tries."""
+    if not interrupted:
+        return "no task was running"
+    names = ", ".join(sorted(ti.task_id for ti in interrupted)[:5])
+    more = "" if len(interrupted) <= 5 else f" and {len(interrupted) - 5} more"
+    return f"{len(interrupted)} running task(s) killed ({names}{more})"
+
+
+def describe_interrupted(interrupted: list[Any]) -> str:
+    if not interrupted:
+        return describe_killed(interrupted)
+    return (
+        describe_killed(interrupted) + "; the next start runs them again without spending a retry"
+    )

@@ -6,9 +6,10 @@ stream are merged up to ``MAX_CHUNK``. When more than ``HIGH_WATER`` bytes wait,
 the child's pipes are paused, so a fast writer is slowed to the network's pace
 rather than buffered without bound.
 
-If the stream breaks with UNAVAILABLE it is reopened for what follows (what was in
-flight may be lost); if it is refused, the rest of the output is read and dropped so
-the child never blocks on a full pipe.
+If the stream breaks with UNAVAILABLE it is reopened for what follows, and the new
+stream starts with a ``GAP_MARKER`` line on stderr, so a log that may have lost what
+was in flight says so; if it is refused, the rest of the output is read and dropped
+so the child never blocks on a full pipe.
 
 The task's secret values are masked here, before a byte is queued (``masking``), so
 they never reach the control plane's log store.
@@ -32,6 +33,10 @@ MAX_CHUNK = 256 * 1024
 HIGH_WATER = 4 * 1024 * 1024
 LOW_WATER = 1024 * 1024
 _MAX_REOPENS = 5
+GAP_MARKER = (
+    b"[leoflow agent: the log stream was interrupted here and reopened; "
+    b"output written just before this line may be missing]\n"
+)
 
 
 class LogShipper:
@@ -54,6 +59,8 @@ class LogShipper:
         self._closed = False
         self._failed = False
         self._reopens = 0
+        self._gap = False
+        self._ends_line = True
         self._call: Any = None
         self._pause: Callable[[bool], None] | None = None
         self._paused = False
@@ -125,33 +132,39 @@ class LogShipper:
             self._pause(paused)
 
     async def _send(self, stream: int, data: bytes) -> None:
-        if self._failed:
-            return
-        if self._call is None:
-            self._call = self._client.logs(self._token())
-        try:
-            await self._call.write(pb.LogChunk(stream=stream, data=data))
-            self.sent += len(data)
-            return
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            pass
-        call, self._call = self._call, None
-        code, details = await _status(call)
-        if code == grpc.StatusCode.UNAVAILABLE and self._reopens < _MAX_REOPENS:
-            self._reopens += 1
+        # A chunk whose write failed never left: it goes again on the reopened stream.
+        while not self._failed:
+            if self._call is None:
+                self._call = self._client.logs(self._token())
+            try:
+                if self._gap:
+                    marker = GAP_MARKER if self._ends_line else b"\n" + GAP_MARKER
+                    await self._call.write(pb.LogChunk(stream=pb.LogChunk.STDERR, data=marker))
+                    self._gap = False
+                await self._call.write(pb.LogChunk(stream=stream, data=data))
+                self.sent += len(data)
+                self._ends_line = data.endswith(b"\n")
+                return
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                pass
+            call, self._call = self._call, None
+            code, details = await _status(call)
+            if code == grpc.StatusCode.UNAVAILABLE and self._reopens < _MAX_REOPENS:
+                self._reopens += 1
+                self._gap = True
+                _warn(
+                    f"{self._label}: log stream interrupted ({details}); reopening it, "
+                    "output in flight may be lost (the log marks the place)"
+                )
+                continue
+            self._failed = True
+            self._pending.clear()
+            self._pending_bytes = 0
+            self._set_paused(False)
             _warn(
-                f"{self._label}: log stream interrupted ({details}); reopening it, "
-                "output in flight may be lost"
+                f"{self._label}: log stream refused ({_name(code)}: {details}); "
+                "the rest of the output is dropped"
             )
-            return
-        self._failed = True
-        self._pending.clear()
-        self._pending_bytes = 0
-        self._set_paused(False)
-        _warn(
-            f"{self._label}: log stream refused ({_name(code)}: {details}); "
-            "the rest of the output is dropped"
-        )
 
     async def _close_call(self) -> None:
         call, self._call = self._call, None

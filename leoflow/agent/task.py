@@ -482,7 +482,12 @@ class TaskRun:
         try:
             await self.sup.client.call("Complete", request, self.token)
         except (Refused, Unreachable) as exc:
-            warn(f"{self.label}: its completion (exit code {exit_code}) was not recorded: {exc}")
+            # Signalled with the control plane (Lite stopping), a refusal is expected:
+            # the control plane runs the try again and says so itself.
+            if not (isinstance(exc, Refused) and self.sup.received_signal is not None):
+                warn(
+                    f"{self.label}: its completion (exit code {exit_code}) was not recorded: {exc}"
+                )
         self.sup.event(event="finished", key=self.key, exit_code=exit_code, message=message)
 
 

@@ -40,7 +40,9 @@ from leoflow.settings import Settings
 
 log = logging.getLogger("leoflow.executor.local_agent")
 
-STOP_GRACE = 15.0
+# On stop, how long the agent's commands have between SIGTERM and SIGKILL: Lite must
+# be gone within 3 s of a SIGTERM, so a command gets a moment to clean up, no more.
+STOP_GRACE = 1.5
 # Passed on to the agent when set here; nothing else of our environment is.
 _AGENT_PASSTHROUGH = (
     "PYTHONPATH",
@@ -230,21 +232,21 @@ class LocalAgentExecutor:
         process = self._process
         if process is None or process.returncode is not None:
             return
-        # Tries whose Complete already arrived are about to say so on stdout; only
-        # what is still running after that gets cancelled.
-        for _ in range(50):
-            if not self._inflight:
-                break
-            await asyncio.sleep(0.02)
-        for key in list(self._inflight):
-            with contextlib.suppress(LaunchError):
-                await self._send({"op": "cancel", "key": key, "reason": "Leoflow is stopping"})
+        # The agent forwards SIGTERM to every command's process group, refuses new
+        # work and exits once its commands have ended (the scheduler, stopping,
+        # refuses their Complete at once). A command still alive after the grace is
+        # killed with its whole group, and so is the agent.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
         process.close_stdin()
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE)
         except TimeoutError:
+            for pid in list(self._pgids.values()):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, 9)
+                os.kill(process.pid, signal.SIGKILL)
             await process.wait()
         if self._reader is not None:
             with contextlib.suppress(asyncio.CancelledError):

@@ -34,6 +34,8 @@ from leoflow.domain.execution import (
 from leoflow.executor.spawn import Child, spawn
 
 KILL_GRACE = 5.0
+# Stopping, the grace is short: Lite must be gone within 3 s of a SIGTERM.
+STOP_KILL_GRACE = 1.5
 # How long a command's leftover background processes may hold its output open.
 OUTPUT_GRACE = 1.0
 
@@ -164,6 +166,7 @@ class SubprocessExecutor:
         return set()
 
     async def stop(self) -> None:
+        self._kill_grace = min(self._kill_grace, STOP_KILL_GRACE)
         supervisors = [c.supervisor for c in self._children.values() if c.supervisor]
         for task in supervisors:
             task.cancel()

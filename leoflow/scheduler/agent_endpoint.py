@@ -292,11 +292,11 @@ class AgentEndpoint:
             except _Refuse as refusal:
                 count(refusal.code)
                 await context.abort(refusal.code, refusal.details)
-            except SessionRefused:
+            except SessionRefused as refused:
                 count(grpc.StatusCode.PERMISSION_DENIED)
                 await context.abort(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    "the task instance no longer accepts this session",
+                    str(refused) or "the task instance no longer accepts this session",
                 )
             except asyncio.CancelledError:
                 count(grpc.StatusCode.CANCELLED)
@@ -431,6 +431,13 @@ class AgentEndpoint:
         return response
 
     async def _logs(self, requests: AsyncIterator[bytes], context: Context) -> Any:
+        try:
+            return await self._logs_checked(requests, context)
+        except _Refuse:
+            await _drain(requests)
+            raise
+
+    async def _logs_checked(self, requests: AsyncIterator[bytes], context: Context) -> Any:
         session, _ = await self._authorize(context)
         received = 0
         first = True
@@ -487,6 +494,33 @@ class AgentEndpoint:
         if value is None:
             raise _Refuse(grpc.StatusCode.NOT_FOUND, f"secret {name!r} cannot be resolved")
         return pb.ResolveSecretResponse(value=value)
+
+
+# A refused Logs stream reads (and drops) at most this much more before it answers.
+DRAIN_BYTES = 1024 * 1024
+DRAIN_SECONDS = 2.0
+
+
+async def _drain(requests: AsyncIterator[bytes]) -> None:
+    """Let the client finish writing, within a bound, before a refusal goes out.
+
+    A grpc.aio client whose write fails because the RPC just ended replaces the
+    status the server sent with INTERNAL "Internal error from Core" (grpc/grpc#36066):
+    a refusal that races the client's next chunk reached it as INTERNAL about one
+    time in ten under load, instead of UNAUTHENTICATED or PERMISSION_DENIED. Read to
+    the client's half-close, so its writes succeed and the status arrives as sent.
+    Nothing read here is parsed or written; a client still writing after the bound
+    gets the refusal then, whatever its library makes of it.
+    """
+    received = 0
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for raw in requests:
+                received += len(raw)
+                if received > DRAIN_BYTES:
+                    return
+    except (TimeoutError, grpc.aio.AioRpcError, grpc.RpcError):
+        return
 
 
 def _executor_ref(request: Any) -> str:

@@ -26,10 +26,11 @@ from leoflow.scheduler.agent_endpoint import (
     TaskSession,
     TicketUse,
 )
-from leoflow.scheduler.core import Scheduler
+from leoflow.scheduler.core import Scheduler, SchedulerStopping
 from leoflow.secrets import DirectorySecrets, SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
+from leoflow.store.diskfull import StoreFull
 
 log = logging.getLogger("leoflow.scheduler.agent")
 
@@ -103,11 +104,13 @@ class SchedulerBackend:
         local = self._local(s.ti_pk)
         if local is not None:
             scheduler = local[0]
-            await scheduler.submit(TaskStarted(s.ti_pk, s.try_number, executor_ref, now))
-            ti = scheduler.task(s.ti_pk)
-            if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
-                raise SessionRefused("the task instance is no longer waiting for this try to start")
-            return _start_spec(s, local[1])
+            if await self._submit(scheduler, TaskStarted(s.ti_pk, s.try_number, executor_ref, now)):
+                ti = scheduler.task(s.ti_pk)
+                if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
+                    raise SessionRefused(
+                        "the task instance is no longer waiting for this try to start"
+                    )
+                return _start_spec(s, local[1])
         task = await self._task_spec(s.dag_id, s.task_id)
         if task is None:
             raise SessionRefused("the task's DAG no longer defines it")
@@ -132,7 +135,10 @@ class SchedulerBackend:
         return not await self._store.heartbeat(s.ti_pk, s.try_number, self._clock())
 
     async def append_log(self, s: TaskSession, data: bytes) -> None:
-        await self._store.append_log(s.ti_pk, s.try_number, data)
+        try:
+            await self._store.append_log(s.ti_pk, s.try_number, data)
+        except StoreFull as exc:  # the disk is full and Leoflow is stopping
+            raise SessionRefused(f"Leoflow is stopping; output not written: {exc}") from exc
 
     async def complete(
         self,
@@ -147,10 +153,9 @@ class SchedulerBackend:
         now = self._clock()
         reason = outcome_of(exit_code, oom_killed, timed_out, not_started)
         local = self._local(s.ti_pk)
-        if local is not None:
-            await local[0].submit(
-                TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
-            )
+        if local is not None and await self._submit(
+            local[0], TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
+        ):
             return
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
@@ -173,6 +178,18 @@ class SchedulerBackend:
 
     async def resolve_secret(self, s: TaskSession, name: str) -> str | None:
         return await self._secrets.get(name)
+
+    async def _submit(self, scheduler: Scheduler, event: TaskStarted | TaskFinished) -> bool:
+        """Through the leader's loop; False: it stepped down, so write as a follower."""
+        try:
+            await scheduler.submit(event)
+        except SchedulerStopping as exc:
+            if self._scheduler() is scheduler:
+                # The whole process is stopping (Lite): a refusal the agent does not
+                # retry; the try stays as the store has it and the next start runs it.
+                raise SessionRefused(str(exc)) from exc
+            return False  # it left office (Pro): the store path records it
+        return True
 
     async def _task_spec(self, dag_id: str, task_id: str) -> TaskSpec | None:
         dag = await self._store.get_dag(dag_id)

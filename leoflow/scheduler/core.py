@@ -78,6 +78,12 @@ class LeadershipLost(Exception):
     """A fenced write was refused: another scheduler leads now."""
 
 
+class SchedulerStopping(Exception):
+    """The scheduler is stopping: it records nothing more. A try still running is
+    left as it is in the store, and the next start retries it without spending a
+    retry (see ``_recover``)."""
+
+
 @dataclass
 class _Pending:
     event: ExecutorEvent | None
@@ -107,6 +113,7 @@ class Scheduler:
         self.runs: dict[int, RunMirror] = {}
         self._by_pk: dict[int, TaskMirror] = {}
         self._events: list[_Pending] = []
+        self._ticking: list[_Pending] = []  # the events the current tick is applying
         self._wakeup = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
@@ -122,6 +129,9 @@ class Scheduler:
         self.on_task_change: Callable[[RunMirror, TaskMirror], None] | None = None
         self.on_run_change: Callable[[RunMirror], None] | None = None
         self.failure: BaseException | None = None
+        # The tries that were live when stop() began: their processes are killed, and
+        # the next start runs them again.
+        self.interrupted: list[TaskMirror] = []
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -134,13 +144,21 @@ class Scheduler:
         self._loop_task = asyncio.create_task(self._loop(), name="leoflow-scheduler-loop")
 
     async def stop(self) -> None:
+        if self._stopping:
+            return
         self._stopping = True
+        self.interrupted = [
+            ti for ti in self._by_pk.values() if ti.state in (TaskState.QUEUED, TaskState.RUNNING)
+        ]
         self._wakeup.set()
         if self._loop_task is not None:
             self._loop_task.cancel()
             # A loop that died has its error in self.failure; stop the executor anyway.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
+        # Agents whose Start or Complete waits on the loop get a refusal at once
+        # rather than an answer that never comes (which held Lite's exit 15 s).
+        self._fail_waiters(SchedulerStopping("Leoflow is stopping"))
         await self.executor.stop()
         for task in list(self._background):
             task.cancel()
@@ -181,6 +199,8 @@ class Scheduler:
         if isinstance(event, LogData):
             await self.store.append_log(event.ti_pk, event.try_number, event.data)
             return
+        if self._stopping:
+            raise SchedulerStopping("Leoflow is stopping")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._events.append(_Pending(event, done))
         self._wakeup.set()
@@ -327,11 +347,12 @@ class Scheduler:
             raise self.failure from exc
         except BaseException as exc:
             self.failure = exc
-            self._fail_waiters(exc)
+            stopping = self._stopping and isinstance(exc, asyncio.CancelledError)
+            self._fail_waiters(SchedulerStopping("Leoflow is stopping") if stopping else exc)
             raise
 
     def _fail_waiters(self, exc: BaseException) -> None:
-        for pending in self._events:
+        for pending in [*self._ticking, *self._events]:
             if pending.done is not None and not pending.done.done():
                 pending.done.set_exception(exc)
         self._events.clear()
@@ -351,6 +372,7 @@ class Scheduler:
             self._last_poll = now
             await self._poll_store()
         pending, self._events = self._events, []
+        self._ticking = pending
         batch = _Batch()
         finished_keys = [
             (p.event.ti_pk, p.event.try_number)

@@ -12,9 +12,12 @@ import asyncio
 import contextlib
 import logging
 
-from leoflow.store import Store
+from leoflow.store import Store, StoreError
 
 log = logging.getLogger("leoflow.scheduler.logs")
+
+# How long a cancelled flush waits for the write it started (see flush).
+CANCEL_WAIT = 1.0
 
 
 class LogBuffer:
@@ -41,10 +44,33 @@ class LogBuffer:
     async def flush(self, keys: list[tuple[int, int]] | None = None) -> None:
         async with self._lock:
             for key in list(self._pending) if keys is None else keys:
-                chunks = self._pending.pop(key, None)
-                self._sizes.pop(key, None)
-                if chunks:
-                    await self._store.append_log(key[0], key[1], b"".join(chunks))
+                chunks = self._pending.get(key)
+                if not chunks:
+                    continue
+                count = len(chunks)
+                data = b"".join(chunks)
+                # Taken out only once written: a write that fails leaves the output
+                # here for the next flush, so none is lost.
+                write = asyncio.ensure_future(self._store.append_log(key[0], key[1], data))
+                try:
+                    await asyncio.shield(write)
+                except asyncio.CancelledError:
+                    # Stopping: a write in the database's hands may still commit. Give
+                    # it a moment, so the final flush does not write its output twice.
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        await asyncio.wait_for(write, CANCEL_WAIT)
+                    if write.done() and not write.cancelled() and write.exception() is None:
+                        self._taken(key, count, len(data))
+                    raise
+                self._taken(key, count, len(data))
+
+    def _taken(self, key: tuple[int, int], count: int, size: int) -> None:
+        chunks = self._pending.get(key, [])
+        del chunks[:count]
+        self._sizes[key] = self._sizes.get(key, 0) - size
+        if not chunks:
+            self._pending.pop(key, None)
+            self._sizes.pop(key, None)
 
     async def _run(self) -> None:
         while True:
@@ -61,4 +87,7 @@ class LogBuffer:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.flush()
+        try:
+            await self.flush()
+        except StoreError as exc:  # a full disk while stopping: say so, do not hang
+            log.error("task output still buffered at stop was not written: %s", exc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
@@ -24,7 +25,8 @@ from leoflow.domain.states import (
     check_run_transition,
     check_task_transition,
 )
-from leoflow.store.engine import create_runner
+from leoflow.store.diskfull import SpaceWait
+from leoflow.store.engine import create_runner, normalize_url
 from leoflow.store.errors import RunExists, SchemaNotCurrent, StaleEpoch, StoreError
 from leoflow.store.rows import (
     DagRow,
@@ -84,6 +86,14 @@ _run = dag_runs.c
 _log = log_chunks.c
 
 
+def _disk_of(url: str) -> str:
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ":memory:"
+        return f"the disk holding {Path(database).expanduser().resolve()}"
+    return f"the PostgreSQL server's disk ({parsed.host or 'local'}/{parsed.database or ''})"
+
+
 def _now() -> float:
     return time.time()
 
@@ -122,6 +132,7 @@ class Store:
         self._url = url
         self._runner = create_runner(url)
         self._sqlite = self._runner.dialect == "sqlite"
+        self.space = SpaceWait(_disk_of(url))
         self._ti_update_cache: dict[tuple[tuple[str, ...], bool], sa.Update] = {}
         self._run_update_cache: dict[tuple[str, ...], sa.Update] = {}
         self._build_statements()
@@ -149,6 +160,7 @@ class Store:
             await store.close()
 
     async def close(self) -> None:
+        self.space.closed = True
         await self._runner.close()
 
     @property
@@ -169,7 +181,10 @@ class Store:
         return "sqlite" if self._sqlite else "postgresql"
 
     async def _write(self, op: Callable[[Connection], T], epoch: int | None) -> T:
-        return await self._runner.run(op, write=True, epoch=epoch, fence=self._fence)
+        # A full disk makes the write wait for space rather than fail (see diskfull).
+        return await self.space.write(
+            lambda: self._runner.run(op, write=True, epoch=epoch, fence=self._fence)
+        )
 
     async def _read(self, op: Callable[[Connection], T]) -> T:
         return await self._runner.run(op, write=False, epoch=None, fence=self._fence)

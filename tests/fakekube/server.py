@@ -211,7 +211,7 @@ class FakeApiServer:
         """Watch streams currently being served."""
         return len(self._watches)
 
-    async def wait_open_watches(self, n: int, timeout: float = 10.0) -> None:
+    async def wait_open_watches(self, n: int, timeout: float = 60.0) -> None:
         """Wait until exactly ``n`` watches are open (a test's sync point, no polling)."""
         async with asyncio.timeout(timeout):
             while len(self._watches) != n:
@@ -329,7 +329,7 @@ class FakeApiServer:
         namespace: str,
         name: str,
         predicate: Callable[[JsonObj | None], bool],
-        timeout: float = 10.0,
+        timeout: float = 60.0,
     ) -> JsonObj | None:
         """Wait (event-driven, no polling) until ``predicate(pod or None)`` holds."""
         sub = self.store.subscribe("pods", namespace)
@@ -350,7 +350,7 @@ class FakeApiServer:
         pod: str,
         text: str,
         container: str | None = None,
-        timeout: float = 10.0,
+        timeout: float = 60.0,
     ) -> str:
         """Wait until the container's recorded log contains ``text``; return the log."""
         async with asyncio.timeout(timeout):

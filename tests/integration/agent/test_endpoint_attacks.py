@@ -337,3 +337,21 @@ async def test_unix_socket_listen(plane: Plane, tmp_path: object) -> None:
                 plane.channel = original
         await endpoint.stop(0)
     assert not hb.cancel_requested
+
+
+async def test_a_refused_log_stream_lets_the_client_finish_writing_first(plane: Plane) -> None:
+    # The server refuses at once, while the client is still writing. When a client
+    # write fails because the RPC has just ended, grpc.aio raises, and may replace the
+    # server's status with INTERNAL (grpc/grpc#36066); about one Logs call in ten lost
+    # that race under load. The endpoint lets the client finish before it refuses.
+    plane.ti(1, state="running")
+    failed: list[str] = []
+    for token in ["garbage", plane.token(1, key=OTHER_KEY)] * 60:
+        try:
+            codes = await _every_authed_method(plane, token)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            failed.append(repr(exc)[:200])
+            continue
+        assert set(codes.values()) == {grpc.StatusCode.UNAUTHENTICATED}, codes
+    assert failed == []
+    assert plane.backend.journal == [] and plane.backend.session_calls == 0

@@ -83,7 +83,7 @@ class Reports:
         return [e for e in self.events if isinstance(e, TaskFinished)]
 
     async def wait_finished(
-        self, pred: Callable[[TaskFinished], bool] = lambda _: True, timeout: float = 10.0
+        self, pred: Callable[[TaskFinished], bool] = lambda _: True, timeout: float = 60.0
     ) -> TaskFinished:
         async with asyncio.timeout(timeout):
             while True:

@@ -44,7 +44,7 @@ async def start_executor(kube: KubeClient, reports: Reports, **settings: Any) ->
         backoff_cap=0.2,
     )
     await ex.start(reports)
-    assert ex.cache is not None and await ex.cache.wait_synced(timeout=10)
+    assert ex.cache is not None and await ex.cache.wait_synced(timeout=60)
     return ex
 
 
@@ -217,7 +217,7 @@ async def test_apiserver_gone_then_back_judges_nothing_lost_meanwhile(
             await asyncio.sleep(3.0)
             assert reports.finished() == [], "nothing judged lost from an unsynced cache"
             await server.come_back()
-            assert await ex.cache.wait_synced(timeout=10)
+            assert await ex.cache.wait_synced(timeout=60)
             lost = await reports.wait_finished()
             assert (lost.ti_pk, lost.reason) == (2, "lost")
             assert {r.name for r in ex.cache.pods()} == {name_of(1), name_of(3)}

@@ -81,7 +81,7 @@ async def test_list_then_watch(server: FakeApiServer, kube: KubeClient, cache: P
     changes = Changes()
     cache.add_listener(changes)
     cache.start()
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     assert [r.name for r in cache.pods()] == [name(1)], "only Leoflow's pods, by label"
     await kube.create_pod(pod(2))
     phase(server, 1, "Running")
@@ -100,7 +100,7 @@ async def test_bookmarks_advance_the_resource_version(
     server: FakeApiServer, kube: KubeClient, cache: PodCache
 ) -> None:
     cache.start()
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     listed = int(cache.resource_version or 0)
     # The store moves on with an object the cache does not select; only bookmarks say so.
     other = pod(5)
@@ -118,7 +118,7 @@ async def test_dropped_watch_resumes_from_last_resource_version(
 ) -> None:
     await kube.create_pod(pod(1))
     cache.start()
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     await server.wait_open_watches(1)
     assert server.drop_watches(abrupt=abrupt) == 1
     # Changes while no watch is open arrive through the resumed watch's replay.
@@ -139,7 +139,7 @@ async def test_410_relists_and_replaces(
     changes = Changes()
     cache.add_listener(changes)
     cache.start()
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     await server.go_away("refuse")
     assert await cache.wait_synced(False, timeout=10)
     # While it is away: one pod vanishes, one is added, one changes; history is compacted.
@@ -156,7 +156,7 @@ async def test_410_relists_and_replaces(
             and (c.get(name(2)) or PodRecord("", "", None, None, "")).phase == "Running"
         ),
     )
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     assert server.counts[LIST] == 2, "one list at start, one after the 410"
     assert cache.lists == 2
     gone = [old.name for old, new in changes.seen if new is None and old is not None]
@@ -173,19 +173,19 @@ async def test_503_and_refusal_back_off_then_converge(
     server: FakeApiServer, kube: KubeClient, cache: PodCache
 ) -> None:
     cache.start()
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     await server.go_away("503")
     assert await cache.wait_synced(False, timeout=10)
     server.registry.create(server_pods(), TASK_NS, pod(7), "test", lambda _: None)
     await server.come_back()
     await until(cache, lambda c: c.get(name(7)) is not None)
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     assert server.counts[LIST] == 1, "the history still covers the gap: resumed"
 
 
 async def test_stop_leaves_no_watch_open(server: FakeApiServer, cache: PodCache) -> None:
     cache.start()
-    assert await cache.wait_synced(timeout=10)
+    assert await cache.wait_synced(timeout=60)
     await server.wait_open_watches(1)
     await cache.stop()
     await server.wait_open_watches(0)
@@ -198,7 +198,7 @@ async def test_list_pages_are_followed(server: FakeApiServer, kube: KubeClient) 
     paged = PodCache(kube, page_size=3)
     paged.start()
     try:
-        assert await paged.wait_synced(timeout=10)
+        assert await paged.wait_synced(timeout=60)
         assert len(paged) == 7
         assert server.counts[LIST] == 3
     finally:

@@ -105,6 +105,6 @@ async def make_scheduler(store: Store) -> AsyncIterator[SchedulerFactory]:
         await scheduler.stop()
 
 
-async def run_to_end(scheduler: Scheduler, dag_id: str, timeout: float = 30.0) -> Any:
+async def run_to_end(scheduler: Scheduler, dag_id: str, timeout: float = 90.0) -> Any:
     row = await scheduler.trigger(dag_id)
     return await asyncio.wait_for(scheduler.wait_run(row.pk), timeout)

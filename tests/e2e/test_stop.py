@@ -1,0 +1,163 @@
+"""SIGTERM to `leoflow lite` and `leoflow run` while tasks run: a prompt exit that says
+what happened to them, no task process left behind, and (Lite) a next start that runs
+them again without spending a retry."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.e2e.conftest import LEOFLOW, REPO
+
+# Far above the ~0.2 s it takes (benchmarks/bench_stop.py), so CPU contention cannot
+# fail it; today's main took 16 s.
+EXIT_BOUND = 10.0
+
+
+def _query(home: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
+        return db.execute(sql).fetchall()
+
+
+def _wait(predicate: object, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():  # type: ignore[operator]
+                return
+        except sqlite3.OperationalError:
+            pass  # the database is still being created
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still counts for kill(); it is gone once its new parent reaps it.
+    stat = Path(f"/proc/{pgid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ", 1)[-1].startswith("Z"))
+
+
+def _tasks(tmp_path: Path, release: Path) -> str:
+    # Each task records its process group (its shell is the group leader), then waits
+    # until `release` exists; `stubborn` ignores SIGTERM, so only SIGKILL stops it.
+    def task(name: str, prefix: str = "") -> str:
+        pidfile = tmp_path / f"pid-{name}"
+        return (
+            f"  {name}: {{command: '{prefix}echo $$ > {pidfile}; "
+            f"while [ ! -e {release} ]; do sleep 0.1; done'}}\n"
+        )
+
+    return task("a") + task("b") + task("stubborn", 'trap "" TERM; ')
+
+
+def _pgids(tmp_path: Path) -> list[int]:
+    return [int((tmp_path / f"pid-{n}").read_text()) for n in ("a", "b", "stubborn")]
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[float, str]:
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    return time.monotonic() - started, out
+
+
+def test_sigterm_stops_lite_promptly_and_the_next_start_reruns_its_tasks(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    release = tmp_path / "release"
+    start = (datetime.now(UTC) - timedelta(seconds=70)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (folder / "stop.yaml").write_text(
+        f"dag_id: stop\nschedule: '* * * * *'\ncatchup: true\nstart_date: '{start}'\n"
+        # retries: 0 — a try that spent a retry would fail the task instead of re-running.
+        "max_active_runs: 1\ndefaults: {retries: 0}\ntasks:\n" + _tasks(tmp_path, release)
+    )
+    lite_env = {**env, "LEOFLOW_SCHEDULER_POLL_INTERVAL": "0.2"}
+    argv = [LEOFLOW, "lite", "--dags", str(folder), "--no-api"]
+
+    def lite() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            argv, env=lite_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+
+    proc = lite()
+    try:
+        _wait(
+            lambda: (
+                _query(home, "SELECT count(*) FROM task_instances WHERE state='running'")[0][0] == 3
+                and all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn"))
+            ),
+            "three running tasks",
+        )
+        pgids = _pgids(tmp_path)
+        elapsed, out = _stop(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert elapsed < EXIT_BOUND, out
+    assert proc.returncode == 0, out
+    assert (
+        "leoflow lite: stopped; 3 running task(s) killed (a, b, stubborn); the next start runs "
+        "them again without spending a retry"
+    ) in out, out
+    assert "Traceback" not in out, out
+    _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone", 10)
+
+    release.touch()
+    proc = lite()
+    try:
+        _wait(
+            lambda: _query(home, "SELECT state FROM dag_runs ORDER BY pk")[0][0] == "success",
+            "the interrupted run to finish after the restart",
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    rows = _query(
+        home,
+        "SELECT task_id, state, try_number FROM task_instances "
+        "WHERE run_pk = (SELECT min(pk) FROM dag_runs) ORDER BY task_id",
+    )
+    assert rows == [("a", "success", 2), ("b", "success", 2), ("stubborn", "success", 2)]
+
+
+def test_sigterm_stops_leoflow_run_promptly_and_fails_its_run(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    dag = tmp_path / "stop.yaml"
+    dag.write_text("dag_id: stop\ntasks:\n" + _tasks(tmp_path, release))
+    proc = subprocess.Popen(
+        [LEOFLOW, "run", str(dag)], env=env, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        _wait(
+            lambda: all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
+            "three running tasks",
+        )
+        pgids = _pgids(tmp_path)
+        elapsed, out = _stop(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert elapsed < EXIT_BOUND, out
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "leoflow run: stopped; 3 running task(s) killed (a, b, stubborn); run " in out, out
+    assert "Traceback" not in out, out
+    _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone", 10)
+    assert _query(home, "SELECT state FROM dag_runs") == [("failed",)]
+    assert _query(home, "SELECT DISTINCT state, reason FROM task_instances") == [
+        ("failed", "cancelled")
+    ]
