@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
+from leoflow.domain.dbt_section import DbtExpander, section_tasks
 
 DAG_FILE_SUFFIXES = (".yaml", ".yml")
 PASSTHROUGH_SETTING = "taskPodPassthrough (LEOFLOW_TASK_POD_PASSTHROUGH)"
@@ -54,6 +55,8 @@ class LoadOptions:
 
     known_pools: Collection[str] | None = None
     passthrough: Collection[str] | None = None
+    # Reads a ``dbt:`` section's project (leoflow.dbt.project.expander); None refuses one.
+    dbt: DbtExpander | None = None
 
 
 @dataclass(frozen=True)
@@ -230,14 +233,22 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
             defaults_problems.extend(
                 problem(*_pydantic_problem(e, ("defaults",))) for e in exc.errors()
             )
-    if tasks_raw is None:
+    if "dbt" in raw and tasks_raw is None:
+        tasks_raw = {}  # a DAG may be its dbt project alone
+    elif tasks_raw is None:
         problems.append(problem(("tasks",), "required field is missing"))
-    elif not isinstance(tasks_raw, dict) or not tasks_raw:
+    elif not isinstance(tasks_raw, dict) or not (tasks_raw or "dbt" in raw):
         problems.append(problem(("tasks",), "expected a non-empty mapping of task id to task"))
     elif bad := [k for k, v in tasks_raw.items() if not isinstance(v, dict)]:
         problems.extend(
             problem(("tasks", str(k)), "expected a mapping of task fields") for k in bad
         )
+    dbt_tasks: dict[str, dict[str, Any]] = {}
+    if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
+        section = section_tasks(raw, path, tasks_raw, defaults_raw, options.dbt)
+        for loc, message, kind in section.problems:
+            problems.append(problem(*_pydantic_problem({"loc": loc, "msg": message, "type": kind})))
+        dbt_tasks = section.tasks
     if problems:
         raise DagFileError(path, [*defaults_problems, *problems])
 
@@ -248,6 +259,8 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
         str(task_id): {**defaults_raw, **task, "task_id": str(task_id)}
         for task_id, task in tasks_raw.items()
     }
+    for task_id, task in dbt_tasks.items():
+        merged["tasks"][task_id] = {**task, "task_id": task_id}
     try:
         spec = DagSpec.model_validate(merged)
     except ValidationError as exc:

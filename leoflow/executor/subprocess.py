@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,6 +85,8 @@ class SubprocessExecutor:
 
         try:
             argv, env = launch.spec.argv(), task_environment(launch)
+            if argv[0] == "leoflow":  # Leoflow's own, as the agent runs it (leoflow dbt-task)
+                argv = [sys.executable, "-m", "leoflow", *argv[1:]]
             process = await spawn(argv, env=env, on_output=output)
         except OSError as exc:
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
