@@ -40,13 +40,16 @@ DbtExpander = Callable[[DbtRequest], Expansion]
 @dataclass
 class SectionTasks:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    problems: list[tuple[Loc, str, str]] = field(default_factory=list)  # (loc, message, type)
+    # pydantic-shaped errors (loc, msg, type[, input]): the loader words them like its own
+    problems: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _errors(exc: ValidationError, prefix: Loc) -> list[tuple[Loc, str, str]]:
-    return [
-        (prefix + tuple(str(p) for p in e["loc"]), str(e["msg"]), e["type"]) for e in exc.errors()
-    ]
+def _errors(exc: ValidationError, prefix: Loc) -> list[dict[str, Any]]:
+    return [{**e, "loc": prefix + tuple(str(p) for p in e["loc"])} for e in exc.errors()]
+
+
+def _problem(loc: Loc, message: str) -> dict[str, Any]:
+    return {"loc": loc, "msg": message, "type": "value_error"}
 
 
 def section_tasks(
@@ -60,7 +63,7 @@ def section_tasks(
     out = SectionTasks()
     section = raw.get("dbt")
     if not isinstance(section, dict):
-        out.problems.append((("dbt",), "expected a mapping with at least project_dir", "value"))
+        out.problems.append(_problem(("dbt",), "expected a mapping with at least project_dir"))
         return out
     try:
         spec = DbtSpec.model_validate(section)
@@ -74,11 +77,10 @@ def section_tasks(
         return out
     if expander is None:
         out.problems.append(
-            (
+            _problem(
                 ("dbt",),
                 "a dbt section needs its project on disk beside the DAG file; load it from "
                 "the DAG folder (leoflow lite, run, dags validate), not through the API",
-                "value",
             )
         )
         return out
@@ -93,7 +95,7 @@ def section_tasks(
         secrets=tuple(str(s) for s in (user.get("secrets") or dag_defaults.get("secrets") or ())),
     )
     expansion = expander(request)
-    out.problems.extend((loc, message, "value") for loc, message in expansion.problems)
+    out.problems.extend(_problem(loc, message) for loc, message in expansion.problems)
     if out.problems:
         return out
     for task_id, generated in expansion.tasks.items():

@@ -246,8 +246,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
     dbt_tasks: dict[str, dict[str, Any]] = {}
     if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
         section = section_tasks(raw, path, tasks_raw, defaults_raw, options.dbt)
-        for loc, message, kind in section.problems:
-            problems.append(problem(*_pydantic_problem({"loc": loc, "msg": message, "type": kind})))
+        problems.extend(problem(*_pydantic_problem(err)) for err in section.problems)
         dbt_tasks = section.tasks
     if problems:
         raise DagFileError(path, [*defaults_problems, *problems])
