@@ -23,7 +23,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -70,7 +69,9 @@ def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
     """Hash of every file dbt parses, in a stable order, plus ``extra``."""
     digest = hashlib.sha256(extra.encode())
     newest = 0.0
-    for root, dirs, files in os.walk(project_dir):
+    top = str(project_dir)
+    cut = len(top) + 1
+    for root, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
         for name in sorted(files):
             if os.path.splitext(name)[1] not in _SUFFIXES:
@@ -79,10 +80,10 @@ def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
             try:
                 with open(path, "rb") as handle:
                     data = handle.read()
-                newest = max(newest, os.stat(path).st_mtime)
+                    newest = max(newest, os.fstat(handle.fileno()).st_mtime)
             except OSError:
                 continue
-            digest.update(os.path.relpath(path, project_dir).encode() + b"\0")
+            digest.update(path[cut:].encode() + b"\0")
             digest.update(hashlib.sha256(data).digest())
     return Fingerprint(digest.hexdigest(), newest)
 
@@ -155,19 +156,46 @@ def load_manifest(
     shipped = project.project_dir / "target" / "manifest.json"
     with contextlib.suppress(OSError):
         if shipped.is_file() and shipped.stat().st_mtime >= print_.newest_mtime:
-            return _read(shipped)
+            return _keep(_read(shipped), home, cached)
     with _locked(home / ".lock"):
         if cached.is_file():  # another loader parsed it while we waited
             return _read(cached)
         _parse(project, home, dict(env or {}))
-        built = home / "target" / "manifest.json"
-        tmp = cached.with_suffix(".tmp")
-        shutil.copyfile(built, tmp)
+        return _keep(_read(home / "target" / "manifest.json"), home, cached)
+
+
+def _keep(manifest: dict[str, Any], home: Path, cached: Path) -> dict[str, Any]:
+    """Cache the part of the manifest the translation reads: a tenth of its size or less."""
+    slim = slim_manifest(manifest)
+    with contextlib.suppress(OSError):
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(slim, separators=(",", ":")))
         os.replace(tmp, cached)
         for old in home.glob("manifest-*.json"):
             if old != cached:
                 old.unlink(missing_ok=True)
-    return _read(cached)
+    return slim
+
+
+_NODE_KEYS = (
+    "resource_type", "name", "package_name", "fqn", "tags", "original_file_path", "source_name",
+)  # fmt: skip
+
+
+def slim_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    def slim(node: Mapping[str, Any]) -> dict[str, Any]:
+        out = {key: node[key] for key in _NODE_KEYS if key in node}
+        config = node.get("config") or {}
+        out["config"] = {k: config[k] for k in ("materialized", "tags") if k in config}
+        out["depends_on"] = {"nodes": (node.get("depends_on") or {}).get("nodes") or []}
+        return out
+
+    return {
+        "metadata": {"project_name": (manifest.get("metadata") or {}).get("project_name")},
+        "nodes": {uid: slim(n) for uid, n in (manifest.get("nodes") or {}).items()},
+        "sources": {uid: slim(n) for uid, n in (manifest.get("sources") or {}).items()},
+    }
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -123,13 +123,17 @@ class Graph:
         for uid, node in self.nodes.items():
             deps = (node.get("depends_on") or {}).get("nodes") or []
             self.parents[uid] = [d for d in deps if d in self.nodes]
+        self.kinds: dict[str, str] = {
+            uid: str(node.get("resource_type") or uid.split(".", 1)[0])
+            for uid, node in self.nodes.items()
+        }
         self.children: dict[str, list[str]] = {uid: [] for uid in self.nodes}
         for uid, ups in self.parents.items():
             for up in ups:
                 self.children[up].append(uid)
 
     def resource_type(self, uid: str) -> str:
-        return str(self.nodes[uid].get("resource_type") or uid.split(".", 1)[0])
+        return self.kinds[uid]
 
     def name(self, uid: str) -> str:
         node = self.nodes[uid]
