@@ -7,16 +7,22 @@ takes one writer at a time, hence ``max_active_tasks: 1``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import sqlite3
 import stat
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.support.dbt import copy_project, dbt_bin, query
 
-from .conftest import Leoflow
+from .conftest import LEOFLOW, Leoflow
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -38,6 +44,11 @@ def _tasks(home: Path) -> dict[str, tuple[str, int, str | None]]:
     with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
         rows = db.execute("select task_id, state, try_number, message from task_instances")
         return {task: (state, tries, message) for task, state, tries, message in rows}
+
+
+def _query(home: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
+        return db.execute(sql).fetchall()
 
 
 def _secret(home: Path, name: str, value: str) -> None:
@@ -155,3 +166,77 @@ dbt:
     assert failed_test.startswith("dbt test accepted_values_tested_n"), failed_test
     assert "Got 1 result, configured to fail if != 0" in failed_test, failed_test
     assert query(database, "select answer from independent") == [(42,)]
+
+
+def _wait(predicate: Callable[[], bool], what: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(sqlite3.OperationalError):
+            if predicate():
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_clearing_one_model_reruns_only_that_model(
+    env: dict[str, str], leoflow: Leoflow, home: Path, tmp_path: Path
+) -> None:
+    copy_project(tmp_path, "broken")
+    database = tmp_path / "broken.duckdb"
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "pair.yaml").write_text(
+        f"""
+dag_id: pair
+max_active_tasks: 1
+dbt:
+  project_dir: ../broken
+  profiles_dir: ../profiles
+  executable: {dbt_bin()}
+  select: ["numbers+1"]
+  exclude: ["bad_model"]
+  tests: none
+  defaults:
+    env: {{SHOP_DUCKDB_PATH: "{database}"}}
+"""
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = f"http://127.0.0.1:{port}"
+    lite_env = {**env, "LEOFLOW_SCHEDULER_POLL_INTERVAL": "0.2"}
+    lite_env["LEOFLOW_API_LISTEN"] = f"127.0.0.1:{port}"
+    with open(tmp_path / "lite.out", "w") as out:
+        proc = subprocess.Popen(
+            [LEOFLOW, "lite", "--dags", str(folder)], env=lite_env, stdout=out, stderr=out
+        )
+    try:
+        _wait(
+            lambda: (
+                leoflow("trigger", "pair", "--run-id", "r1", "--server", server).returncode == 0
+            ),
+            "the DAG to load and take a run",
+            120,
+        )
+        finished = {"dbt.numbers", "dbt.tested"}
+        _wait(
+            lambda: {t for t, (s, _, _) in _tasks(home).items() if s == "success"} == finished,
+            "the first run",
+        )
+        _wait(lambda: _query(home, "select state from dag_runs") == [("success",)], "the run end")
+        cleared = leoflow("clear", "pair", "r1", "dbt.tested", "--server", server)
+        assert cleared.returncode == 0, cleared.stdout + cleared.stderr
+        _wait(
+            lambda: _tasks(home)["dbt.tested"][:2] == ("success", 2),
+            "dbt.tested to run again",
+        )
+        tasks = _tasks(home)
+        assert tasks["dbt.numbers"][:2] == ("success", 1)  # not run again
+        assert query(database, "select count(*) from tested") == [(3,)]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
