@@ -133,6 +133,17 @@ class Project:
         return argv
 
 
+def partial_parse_file(project: Project, cache_dir: Path) -> str | None:
+    """dbt's partial parse beside the manifest in use: the project's own, else our parse's."""
+    for candidate in (
+        project.project_dir / "target" / "partial_parse.msgpack",
+        cache_dir / project.key() / "target" / "partial_parse.msgpack",
+    ):
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
 def load_manifest(
     project: Project, cache_dir: Path, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -277,6 +288,7 @@ def expander(cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR) -> D
             project_dir=str(project.project_dir),
             profiles_dir=str(project.profiles_dir) if project.profiles_dir else None,
             scratch_dir=scratch_dir,
+            partial_parse=partial_parse_file(project, cache),
         )
         resolved = spec.model_copy(update={"executable": executable})
         return expand(

@@ -68,6 +68,11 @@ def test_a_fresh_shipped_manifest_is_used_without_dbt_and_then_cached_slim(
     assert len(cached) == 1
     slim = json.loads(cached[0].read_text())
     assert "raw_code" not in slim["nodes"]["model.mini.a"]
+    assert "LEOFLOW_DBT_PARTIAL_PARSE" not in loaded.spec.tasks["dbt.a"].env  # type: ignore[attr-defined]
+    (project / "target" / "partial_parse.msgpack").write_bytes(b"parsed")
+    again = _load(tmp_path, _dag(tmp_path))
+    env = again.spec.tasks["dbt.a"].env  # type: ignore[attr-defined]
+    assert env["LEOFLOW_DBT_PARTIAL_PARSE"] == str(project / "target" / "partial_parse.msgpack")
     (project / "target" / "manifest.json").unlink()  # the cache alone is enough now
     assert set(_load(tmp_path, _dag(tmp_path)).spec.tasks) == {"dbt.a"}  # type: ignore[attr-defined]
 
@@ -165,8 +170,12 @@ def test_the_wrapper_passes_the_exit_code_and_writes_the_reason(
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path / "t" / "target"))
     monkeypatch.setenv("DBT_LOG_PATH", str(tmp_path / "t" / "logs"))
     monkeypatch.setenv("LEOFLOW_EXIT_REASON_FILE", str(tmp_path / "reason"))
+    (tmp_path / "seed.msgpack").write_bytes(b"load-time parse")
+    monkeypatch.setenv("LEOFLOW_DBT_PARTIAL_PARSE", str(tmp_path / "seed.msgpack"))
     code = run(["--task", "dbt.m", "--", sys.executable, str(fake), "run"])
     assert code == 1
     assert (tmp_path / "reason").read_text() == "dbt model m failed: Database Error in model m"
     assert (tmp_path / "t" / "logs").is_dir()
+    # the first run starts from the load-time parse
+    assert (tmp_path / "t" / "target" / "partial_parse.msgpack").read_bytes() == b"load-time parse"
     assert run(["--task", "dbt.m"]) == 2  # no dbt command: usage

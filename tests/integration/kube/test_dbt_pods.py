@@ -98,7 +98,7 @@ dbt:
             log = await runtime.store.read_log(tis["dbt.stg_customers"].pk, 1)
             assert b"1 of 1 OK created sql view model main.stg_customers" in log, log[-2000:]
             pods = {
-                t: server.pod(TASK_NS, (ti.executor_ref or "").removeprefix("pod:"))
+                t: server.pod(TASK_NS, (ti.executor_ref or "").removeprefix("pod:").split("@")[0])
                 for t, ti in tis.items()
             }
         finally:
