@@ -300,7 +300,15 @@ def load_dag_file(path: Path, options: LoadOptions = LoadOptions()) -> LoadedDag
 def dag_files(folder: Path) -> list[Path]:
     if folder.is_file():
         return [folder]
-    return sorted(p for p in folder.rglob("*") if p.suffix in DAG_FILE_SUFFIXES and p.is_file())
+    # A dbt project beside its DAG file is full of YAML that is dbt's, not DAGs.
+    projects = {p.parent for p in folder.rglob("dbt_project.yml")}
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix in DAG_FILE_SUFFIXES
+        and p.is_file()
+        and not any(parent in projects for parent in p.parents)
+    )
 
 
 def load_dag_folder(folder: Path, options: LoadOptions = LoadOptions()) -> FolderLoad:

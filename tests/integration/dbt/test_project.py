@@ -179,3 +179,18 @@ def test_the_wrapper_passes_the_exit_code_and_writes_the_reason(
     # the first run starts from the load-time parse
     assert (tmp_path / "t" / "target" / "partial_parse.msgpack").read_bytes() == b"load-time parse"
     assert run(["--task", "dbt.m"]) == 2  # no dbt command: usage
+
+
+def test_a_dag_folder_holding_its_dbt_project_loads_the_dag_and_not_dbt_s_yaml(
+    tmp_path: Path,
+) -> None:
+    from leoflow.domain.loader import load_dag_folder
+
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    _project(folder)
+    (folder / "mini" / "models" / "schema.yml").write_text("version: 2\nmodels: []\n")
+    _dag(folder)
+    result = load_dag_folder(folder, LoadOptions(dbt=expander(tmp_path / "cache")))
+    assert result.errors == []
+    assert set(result.dags) == {"mini"}
