@@ -93,8 +93,6 @@ class Expansion:
 
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[tuple[Loc, str]] = field(default_factory=list)
-    # task id -> the dbt unique_id it runs (the tests task: "")
-    nodes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -368,7 +366,6 @@ def expand(
     dag_id: str,
     paths: Paths,
     ordinary_tasks: Iterable[str] = (),
-    select_override: tuple[str, ...] | None = None,
 ) -> Expansion:
     """The tasks a manifest becomes under ``spec``; problems name their field path."""
     out = Expansion()
@@ -382,12 +379,7 @@ def expand(
     tests_all = {uid for uid in graph.nodes if graph.resource_type(uid) == "test"}
     where: Loc = ("dbt", "select")
     try:
-        if select_override is not None:
-            chosen = select(graph, select_override)
-        elif spec.select:
-            chosen = select(graph, spec.select)
-        else:
-            chosen = runnable_all | tests_all
+        chosen = select(graph, spec.select) if spec.select else runnable_all | tests_all
         where = ("dbt", "exclude")
         excluded = select(graph, spec.exclude)
     except SelectorError as exc:
@@ -401,7 +393,7 @@ def expand(
             if uid in chosen or (ups and all(u in selected for u in ups)):
                 tests.add(uid)
     if not selected and not tests:
-        what = " ".join(select_override or spec.select) or "the whole project"
+        what = " ".join(spec.select) or "the whole project"
         out.problems.append(
             (
                 ("dbt", "select"),
@@ -465,13 +457,12 @@ def expand(
             if len(tested) == 1 and len(real) == 1:
                 gates.setdefault(next(iter(tested)), []).append(uid)
 
-    def add(task_id: str, uid: str, verb: str, selectors: list[str], deps: set[str]) -> None:
+    def add(task_id: str, verb: str, selectors: list[str], deps: set[str]) -> None:
         out.tasks[task_id] = {
             "command": task_command(task_id, dbt_command(spec, paths, verb, selectors)),
             "env": task_env(dag_id, task_id, paths),
             "depends_on": sorted(deps),
         }
-        out.nodes[task_id] = uid
 
     for uid in sorted(selected):
         deps: set[str] = set()
@@ -480,17 +471,17 @@ def expand(
             deps.update(ids[t] for t in gates.get(up, ()))
         for source in _sources_read(graph, uid):
             deps.update(feeds.get(source, ()))
-        add(ids[uid], uid, _VERB[graph.resource_type(uid)], [_select_arg(graph, uid)], deps)
+        add(ids[uid], _VERB[graph.resource_type(uid)], [_select_arg(graph, uid)], deps)
     if spec.tests == "after_model":
         for uid in sorted(tests):
             deps = {ids[up] for up in parents_of[uid]}
             for source in _sources_read(graph, uid):
                 deps.update(feeds.get(source, ()))
-            add(ids[uid], uid, "test", [_select_arg(graph, uid)], deps)
+            add(ids[uid], "test", [_select_arg(graph, uid)], deps)
     elif spec.tests == "after_all" and tests:
         if TESTS_TASK in ordinary:
             out.problems.append((("tasks", TESTS_TASK), "is the dbt tests task; rename the task"))
             return out
         selectors = sorted(_select_arg(graph, uid) for uid in tests)
-        add(TESTS_TASK, "", "test", selectors, {ids[uid] for uid in selected})
+        add(TESTS_TASK, "test", selectors, {ids[uid] for uid in selected})
     return out
