@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev run lite test test-fast lint bench proto helm rbac clean
+.PHONY: dev run lite test test-fast lint bench proto helm rbac clean dbt-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,18 @@ dev: $(STAMP)
 
 helm: .tools/bin/helm
 
+## dbt in its own venv, never Leoflow's: dbt pins protobuf<7, Leoflow's gRPC code wants
+## newer. The dbt tests run .venv-dbt/bin/dbt. (dbt-core 1.12 fetches a parser wheel from
+## outside PyPI at install time, so 1.11 it is.)
+DBT_VENV := .venv-dbt
+DBT_STAMP := $(DBT_VENV)/.installed
+$(DBT_STAMP):
+	$(PYTHON) -m venv $(DBT_VENV)
+	$(DBT_VENV)/bin/pip install -q 'dbt-core==1.11.16' 'dbt-duckdb==1.11.1'
+	touch $(DBT_STAMP)
+
+dbt-venv: $(DBT_STAMP)
+
 ## Run the example ETL DAG once in Lite, on its embedded defaults (SQLite under ~/.leoflow).
 run: $(STAMP)
 	$(BIN)/leoflow --config examples/settings.yaml run examples/dags/etl.yaml
@@ -29,7 +41,7 @@ lite: $(STAMP)
 	$(BIN)/leoflow --config examples/settings.yaml lite --dags examples/dags
 
 ## The whole test suite: unit, integration (fake kube-apiserver, SQLite, embedded PostgreSQL), e2e, chart.
-test: $(STAMP) .tools/bin/helm
+test: $(STAMP) .tools/bin/helm $(DBT_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
@@ -49,4 +61,4 @@ rbac: $(STAMP)
 	bash scripts/rbac-covers-executor.sh
 
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(DBT_VENV) .tools .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -63,8 +63,11 @@ def cmd_dags_validate(args: argparse.Namespace) -> int:
     if args.passthrough is not None:
         passthrough = {p.strip() for p in args.passthrough.split(",") if p.strip()}
     pools = None if args.pools is None else {p.strip() for p in args.pools.split(",") if p.strip()}
+    from leoflow.dbt.project import expander
+
     result = load_dag_folder(
-        Path(args.path), LoadOptions(known_pools=pools, passthrough=passthrough)
+        Path(args.path),
+        LoadOptions(known_pools=pools, passthrough=passthrough, dbt=expander()),
     )
     for error in result.errors:
         print(error, file=sys.stderr)
@@ -116,8 +119,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     executor = args.executor or settings.executor
     conf = json.loads(args.conf) if args.conf else None
+    from leoflow.dbt.project import expander
+
     options = LoadOptions(
-        passthrough=settings.task_pod_passthrough if executor == "kubernetes" else None
+        passthrough=settings.task_pod_passthrough if executor == "kubernetes" else None,
+        dbt=expander(settings.home / "dbt-cache"),
     )
     try:
         loaded = resolve_target(args.target, Path(args.dags) if args.dags else None, options)
@@ -404,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.set_defaults(func=cmd_api)
 
     sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)
+    sub.add_parser("dbt-task", help="run one dbt node as a task (a dbt task's command)")
     return parser
 
 
@@ -411,6 +418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["agent"]:
         return cmd_agent(argv[1:])
+    if argv[:1] == ["dbt-task"]:
+        from leoflow.dbt.task import run as dbt_task
+
+        return dbt_task(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")

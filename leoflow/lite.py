@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leoflow.dbt.project import expander
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec
 from leoflow.domain.execution import Executor
 from leoflow.domain.loader import (
@@ -339,7 +340,9 @@ class DagFolderWatcher:
         if fingerprint == self._fingerprint:
             return False
         self._fingerprint = fingerprint
-        options = LoadOptions(known_pools=set(pools), passthrough=self.options.passthrough)
+        options = LoadOptions(
+            known_pools=set(pools), passthrough=self.options.passthrough, dbt=self.options.dbt
+        )
         result = load_dag_folder(self.folder, options)
         errors = {str(err.path): str(err) for err in result.errors}
         for path, text in errors.items():
@@ -382,7 +385,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = DagFolderWatcher(folder, LoadOptions(), say)
+    watcher = DagFolderWatcher(folder, LoadOptions(dbt=expander(settings.home / "dbt-cache")), say)
     try:
         await watcher.refresh(runtime.store)
         dags = await runtime.store.list_dags()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import itertools
 import os
 import signal
 import socket
@@ -44,6 +45,8 @@ EXIT_NOT_FOUND = 127
 # left behind) before the rest of its process group is killed.
 _PIPE_LINGER = 1.0
 _PIPE_DRAIN_CAP = 10.0
+REASON_LIMIT = 1000
+_REASONS = itertools.count(1)
 
 
 def secret_env_name(name: str) -> str:
@@ -51,6 +54,37 @@ def secret_env_name(name: str) -> str:
     return "LEOFLOW_SECRET_" + "".join(
         c.upper() if c.isascii() and c.isalnum() else "_" for c in name
     )
+
+
+def own_program(argv: list[str]) -> list[str]:
+    """A command whose program is ``leoflow`` runs this agent's own Leoflow.
+
+    Never a ``leoflow`` that the task's PATH finds first: whatever a DAG image
+    installs (a dbt with another protobuf, say) cannot stand in for it.
+    """
+    if argv and argv[0] == "leoflow":
+        return [sys.executable, "-m", "leoflow", *argv[1:]]
+    return argv
+
+
+def _reason_path() -> str:
+    # TMPDIR, else /tmp: the one writable path under a read-only root filesystem.
+    base = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(base, f"leoflow-exit-reason-{os.getpid()}-{next(_REASONS)}")
+
+
+def _take_reason(path: str) -> str:
+    """What the command wrote to ``LEOFLOW_EXIT_REASON_FILE``, first line, at most 1000 chars."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(REASON_LIMIT + 1)
+    except OSError:
+        return ""
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
 
 
 def format_duration(seconds: float) -> str:
@@ -259,6 +293,7 @@ class TaskRun:
         self._sent_kill = False
         self._child_reaped = False
         self._kill_timer: asyncio.TimerHandle | None = None
+        self.reason_path = ""
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -380,11 +415,13 @@ class TaskRun:
         as_user: dict[str, Any] = {}
         if user is not None:
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
+        # A command may say why it failed in a line of its own (the dbt wrapper does).
+        self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = _reason_path()
         oom_before = self.sup.sample_oom(self)
         try:
             transport, proto = await loop.subprocess_exec(
                 lambda: _ChildProtocol(shipper),
-                *spec.argv,
+                *own_program(list(spec.argv)),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -435,6 +472,7 @@ class TaskRun:
     ) -> int:
         signum = -returncode if returncode < 0 else 0
         exit_code = 128 + signum if signum else returncode
+        reason = _take_reason(self.reason_path) if self.reason_path else ""
         oom = False
         if oom_before is not None and oom_after is not None and oom_after > oom_before:
             # Alone in the cgroup, any rise is ours. Sharing it, the rise is ours when we
@@ -449,6 +487,8 @@ class TaskRun:
             message = f"cancelled: {self.cancel_reason}"
         else:
             message = _exit_description(exit_code, signum)
+            if reason and exit_code:
+                message = f"{reason} ({message})"
             if self.forwarded is not None:
                 message = (
                     f"the agent received {_signal_name(self.forwarded)} and forwarded it; "

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
+from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
 
 DAG_ID_PATTERN = r"^[a-z0-9_-]{1,200}$"
@@ -204,6 +205,8 @@ class DagSpec(_Strict):
     max_active_tasks: int = Field(16, ge=1)
     tags: tuple[OneLine, ...] = ()
     tasks: dict[str, TaskSpec]
+    # Kept as written: the tasks it became are in ``tasks`` already (leoflow/domain/dbt.py).
+    dbt: DbtSpec | None = None
 
     @field_validator("schedule")
     @classmethod

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
+from leoflow.domain.dbt_section import DbtExpander, section_tasks
 from leoflow.domain.printable import printable
 from leoflow.domain.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 
@@ -56,6 +57,8 @@ class LoadOptions:
 
     known_pools: Collection[str] | None = None
     passthrough: Collection[str] | None = None
+    # Reads a ``dbt:`` section's project (leoflow.dbt.project.expander); None refuses one.
+    dbt: DbtExpander | None = None
 
 
 @dataclass(frozen=True)
@@ -222,14 +225,21 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
             defaults_problems.extend(
                 problem(*_pydantic_problem(e, ("defaults",))) for e in exc.errors()
             )
-    if tasks_raw is None:
+    if "dbt" in raw and tasks_raw is None:
+        tasks_raw = {}  # a DAG may be its dbt project alone
+    elif tasks_raw is None:
         problems.append(problem(("tasks",), "required field is missing"))
-    elif not isinstance(tasks_raw, dict) or not tasks_raw:
+    elif not isinstance(tasks_raw, dict) or not (tasks_raw or "dbt" in raw):
         problems.append(problem(("tasks",), "expected a non-empty mapping of task id to task"))
     elif bad := [k for k, v in tasks_raw.items() if not isinstance(v, dict)]:
         problems.extend(
             problem(("tasks", str(k)), "expected a mapping of task fields") for k in bad
         )
+    dbt_tasks: dict[str, dict[str, Any]] = {}
+    if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
+        section = section_tasks(raw, path, tasks_raw, defaults_raw, options.dbt)
+        problems.extend(problem(*_pydantic_problem(err)) for err in section.problems)
+        dbt_tasks = section.tasks
     if problems:
         raise DagFileError(path, [*defaults_problems, *problems])
 
@@ -240,6 +250,8 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
         str(task_id): {**defaults_raw, **task, "task_id": str(task_id)}
         for task_id, task in tasks_raw.items()
     }
+    for task_id, task in dbt_tasks.items():
+        merged["tasks"][task_id] = {**task, "task_id": task_id}
     try:
         spec = DagSpec.model_validate(merged)
     except ValidationError as exc:
@@ -305,7 +317,15 @@ def _load_one(path: Path, options: LoadOptions) -> LoadedDag:
 def dag_files(folder: Path) -> list[Path]:
     if folder.is_file():
         return [folder]
-    return sorted(p for p in folder.rglob("*") if p.suffix in DAG_FILE_SUFFIXES and p.is_file())
+    # A dbt project beside its DAG file is full of YAML that is dbt's, not DAGs.
+    projects = {p.parent for p in folder.rglob("dbt_project.yml")}
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix in DAG_FILE_SUFFIXES
+        and p.is_file()
+        and not any(parent in projects for parent in p.parents)
+    )
 
 
 def load_dag_folder(folder: Path, options: LoadOptions = LoadOptions()) -> FolderLoad:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,6 +94,8 @@ class SubprocessExecutor:
 
         try:
             argv, env = launch.spec.argv(), task_environment(launch, self._user)
+            if argv[0] == "leoflow":  # Leoflow's own, as the agent runs it (leoflow dbt-task)
+                argv = [sys.executable, "-m", "leoflow", *argv[1:]]
             process = await spawn(argv, env=env, on_output=output, user=self._user)
         except OSError as exc:
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc

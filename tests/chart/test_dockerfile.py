@@ -61,3 +61,12 @@ def test_dockerignore_keeps_the_build_context_small() -> None:
     assert lines[lines.index("**")] == "**"
     for needed in ("!pyproject.toml", "!README.md", "!leoflow/"):
         assert needed in lines
+
+
+def test_only_the_leoflow_command_of_the_agent_venv_is_on_path() -> None:
+    """A DAG image's ``pip install`` must land outside the agent's venv (dbt's protobuf)."""
+    text = DOCKERFILE.read_text()
+    final = text.split("${PYTHON_IMAGE}", 2)[-1]
+    assert "ln -s /opt/leoflow/bin/leoflow /usr/local/bin/leoflow" in final
+    assert not re.search(r"PATH=/opt/leoflow/bin", final), "the agent venv's pip would be on PATH"
+    assert "VIRTUAL_ENV=/opt/leoflow" not in final

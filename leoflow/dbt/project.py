@@ -1,0 +1,302 @@
+"""The manifest behind a ``dbt:`` section: found, or built by ``dbt parse``, and cached.
+
+Which manifest is used, first match wins:
+
+1. the cache: ``<cache>/<project key>/manifest-<fingerprint>.json``, where the
+   fingerprint hashes the content of every file dbt reads to parse (``.sql``, ``.yml``,
+   ``.yaml``, ``.csv``, ``.py``, ``.md``, ``.jinja`` below the project, installed
+   packages included, ``target/`` and ``logs/`` left out), the profile target and the
+   dbt executable named;
+2. the project's own ``target/manifest.json`` when it is newer than every one of
+   those files (a DAG image built with ``dbt parse`` ships one, and a scheduler image
+   has no dbt to run);
+3. ``dbt parse``, run with its target and log paths in the cache (never in the
+   project, which may be read-only), its result copied to the cache.
+
+The manifest is read as JSON only: dbt is never imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leoflow.domain.dbt import Expansion, Paths, expand
+from leoflow.domain.dbt_section import DbtExpander, DbtRequest
+
+PARSE_TIMEOUT = 600.0
+SCRATCH_DIR = "/tmp/leoflow-dbt"
+_SUFFIXES = frozenset({".sql", ".yml", ".yaml", ".csv", ".py", ".md", ".jinja"})
+_SKIP_DIRS = frozenset({"target", "logs", ".git", "__pycache__", "node_modules", ".venv"})
+# What a dbt parse needs to render profiles.yml when a secret is not at hand: parsing
+# reads no warehouse, so the value is never used.
+PARSE_SECRET_PLACEHOLDER = "leoflow-dbt-parse-placeholder"
+
+
+def default_cache_dir() -> Path:
+    home = os.environ.get("LEOFLOW_HOME") or os.path.join(os.path.expanduser("~"), ".leoflow")
+    return Path(home) / "dbt-cache"
+
+
+def secret_env_name(name: str) -> str:
+    """The same rule as the agent's: ``LEOFLOW_SECRET_<NAME>``, non-alphanumerics as ``_``."""
+    return "LEOFLOW_SECRET_" + "".join(
+        c.upper() if c.isascii() and c.isalnum() else "_" for c in name
+    )
+
+
+class ManifestError(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    digest: str
+    newest_mtime: float
+
+
+def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
+    """Hash of every file dbt parses, in a stable order, plus ``extra``."""
+    digest = hashlib.sha256(extra.encode())
+    newest = 0.0
+    top = str(project_dir)
+    cut = len(top) + 1
+    for root, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        for name in sorted(files):
+            if os.path.splitext(name)[1] not in _SUFFIXES:
+                continue
+            path = os.path.join(root, name)
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+                    newest = max(newest, os.fstat(handle.fileno()).st_mtime)
+            except OSError:
+                continue
+            digest.update(path[cut:].encode() + b"\0")
+            digest.update(hashlib.sha256(data).digest())
+    return Fingerprint(digest.hexdigest(), newest)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _error_lines(output: str, limit: int = 6) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    # dbt prefixes every console line with a time stamp; the message is what follows.
+    lines = [
+        line.split("  ", 1)[1] if line[:2].isdigit() and "  " in line else line for line in lines
+    ]
+    for index, line in enumerate(lines):
+        if line.startswith("Encountered an error"):
+            return " ".join(lines[index + 1 : index + 1 + limit])
+    return " ".join(lines[-limit:])
+
+
+@dataclass(frozen=True)
+class Project:
+    """A dbt project as a DAG file names it, resolved against that file."""
+
+    project_dir: Path
+    profiles_dir: Path | None
+    target: str | None
+    executable: str
+
+    def key(self) -> str:
+        text = f"{self.project_dir}\0{self.profiles_dir}\0{self.target}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def parse_argv(self) -> list[str]:
+        argv = [self.executable, "parse", "--project-dir", str(self.project_dir)]
+        if self.profiles_dir is not None:
+            argv += ["--profiles-dir", str(self.profiles_dir)]
+        if self.target:
+            argv += ["--target", self.target]
+        return argv
+
+
+def partial_parse_file(project: Project, cache_dir: Path) -> str | None:
+    """dbt's partial parse beside the manifest in use: the project's own, else our parse's."""
+    for candidate in (
+        project.project_dir / "target" / "partial_parse.msgpack",
+        cache_dir / project.key() / "target" / "partial_parse.msgpack",
+    ):
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def load_manifest(
+    project: Project, cache_dir: Path, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The project's manifest as a dict; ManifestError names the field at fault."""
+    if not (project.project_dir / "dbt_project.yml").is_file():
+        what = "does not exist" if not project.project_dir.exists() else "has no dbt_project.yml"
+        raise ManifestError("project_dir", f"dbt project {project.project_dir} {what}")
+    if project.profiles_dir is not None and not (project.profiles_dir / "profiles.yml").is_file():
+        raise ManifestError(
+            "profiles_dir", f"{project.profiles_dir} has no profiles.yml for the dbt project"
+        )
+    profiles = b""
+    if project.profiles_dir is not None:
+        profiles = (project.profiles_dir / "profiles.yml").read_bytes()
+    extra = f"{project.target}\0{project.executable}\0{hashlib.sha256(profiles).hexdigest()}"
+    print_ = fingerprint(project.project_dir, extra)
+    home = cache_dir / project.key()
+    cached = home / f"manifest-{print_.digest}.json"
+    if cached.is_file():
+        return _read(cached)
+    shipped = project.project_dir / "target" / "manifest.json"
+    with contextlib.suppress(OSError):
+        if shipped.is_file() and shipped.stat().st_mtime >= print_.newest_mtime:
+            return _keep(_read(shipped), home, cached)
+    with _locked(home / ".lock"):
+        if cached.is_file():  # another loader parsed it while we waited
+            return _read(cached)
+        _parse(project, home, dict(env or {}))
+        return _keep(_read(home / "target" / "manifest.json"), home, cached)
+
+
+def _keep(manifest: dict[str, Any], home: Path, cached: Path) -> dict[str, Any]:
+    """Cache the part of the manifest the translation reads: a tenth of its size or less."""
+    slim = slim_manifest(manifest)
+    with contextlib.suppress(OSError):
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(slim, separators=(",", ":")))
+        os.replace(tmp, cached)
+        for old in home.glob("manifest-*.json"):
+            if old != cached:
+                old.unlink(missing_ok=True)
+    return slim
+
+
+_NODE_KEYS = (
+    "resource_type", "name", "package_name", "fqn", "tags", "original_file_path", "source_name",
+)  # fmt: skip
+
+
+def slim_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    def slim(node: Mapping[str, Any]) -> dict[str, Any]:
+        out = {key: node[key] for key in _NODE_KEYS if key in node}
+        config = node.get("config") or {}
+        out["config"] = {k: config[k] for k in ("materialized", "tags") if k in config}
+        out["depends_on"] = {"nodes": (node.get("depends_on") or {}).get("nodes") or []}
+        return out
+
+    return {
+        "metadata": {"project_name": (manifest.get("metadata") or {}).get("project_name")},
+        "nodes": {uid: slim(n) for uid, n in (manifest.get("nodes") or {}).items()},
+        "sources": {uid: slim(n) for uid, n in (manifest.get("sources") or {}).items()},
+    }
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ManifestError("project_dir", f"cannot read dbt manifest {path}: {exc}") from exc
+    if not isinstance(data, dict) or "nodes" not in data:
+        raise ManifestError("project_dir", f"{path} is not a dbt manifest (no 'nodes')")
+    return data
+
+
+def _parse(project: Project, home: Path, env: dict[str, str]) -> None:
+    run_env = {**os.environ, **env}
+    run_env.update(
+        DBT_TARGET_PATH=str(home / "target"),
+        DBT_LOG_PATH=str(home / "logs"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="false",
+        DBT_USE_COLORS="false",
+    )
+    try:
+        done = subprocess.run(
+            project.parse_argv(),
+            env=run_env,
+            cwd=project.project_dir,
+            capture_output=True,
+            text=True,
+            timeout=PARSE_TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise ManifestError(
+            "executable",
+            f"the project has no fresh target/manifest.json and the dbt executable "
+            f"{project.executable!r} was not found to build one with dbt parse (install dbt, "
+            f"name it in dbt.executable, or ship target/manifest.json from dbt parse)",
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ManifestError(
+            "project_dir", f"dbt parse did not finish within {PARSE_TIMEOUT:g}s"
+        ) from exc
+    if done.returncode != 0 or not (home / "target" / "manifest.json").is_file():
+        raise ManifestError(
+            "project_dir",
+            f"dbt parse failed (exit {done.returncode}): {_error_lines(done.stdout + done.stderr)}",
+        )
+
+
+def _resolve(base: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else base / path).resolve()
+
+
+def expander(cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR) -> DbtExpander:
+    """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here."""
+    cache = cache_dir or default_cache_dir()
+
+    def run(request: DbtRequest) -> Expansion:
+        spec = request.spec
+        base = request.dag_file.parent.resolve()
+        executable = spec.executable
+        if os.sep in executable and not os.path.isabs(executable):
+            executable = str(_resolve(base, executable))
+        project = Project(
+            project_dir=_resolve(base, spec.project_dir),
+            profiles_dir=_resolve(base, spec.profiles_dir) if spec.profiles_dir else None,
+            target=spec.target,
+            executable=executable,
+        )
+        env = dict(request.env)
+        for name in request.secrets:
+            env.setdefault(secret_env_name(name), PARSE_SECRET_PLACEHOLDER)
+        try:
+            manifest = load_manifest(project, cache, env)
+        except ManifestError as exc:
+            return Expansion(problems=[(("dbt", exc.field), str(exc))])
+        paths = Paths(
+            project_dir=str(project.project_dir),
+            profiles_dir=str(project.profiles_dir) if project.profiles_dir else None,
+            scratch_dir=scratch_dir,
+            partial_parse=partial_parse_file(project, cache),
+        )
+        resolved = spec.model_copy(update={"executable": executable})
+        return expand(
+            resolved,
+            manifest,
+            dag_id=request.dag_id,
+            paths=paths,
+            ordinary_tasks=request.ordinary_tasks,
+        )
+
+    return run

@@ -1,0 +1,487 @@
+"""dbt projects as DAGs: the ``dbt:`` section of a DAG file and the manifest -> task graph.
+
+Pure: it reads a ``manifest.json`` already parsed into a dict and returns raw task
+mappings; finding, building and caching the manifest is the adapter's job
+(``leoflow/dbt/``). Leoflow never imports dbt (its protobuf pin conflicts with
+ours), so everything here works on dbt's JSON artifacts, which also keeps it
+independent of dbt's version.
+
+What becomes a task:
+
+- every selected model, seed and snapshot: ``dbt.<name>`` (``dbt.<package>.<name>``
+  when two packages share a name); ephemeral models are not run by dbt on their
+  own, so they are no task and their children depend on what they depend on;
+- with ``tests: after_model`` every test whose parents are all selected:
+  ``dbt.test.<name>``, after its parents. A model's children also wait for the
+  tests of that model that test it alone (as ``dbt build`` does), so a failing test
+  blocks what is built on the data it rejected and nothing else; a test of two
+  models (``relationships``) blocks nothing;
+- with ``tests: after_all`` one task ``dbt.tests`` that tests the whole selection
+  after every model.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TASK_PREFIX = "dbt."
+TESTS_TASK = "dbt.tests"
+RUNNABLE = ("model", "seed", "snapshot")
+# What dbt calls to build each kind of node alone.
+_VERB = {"model": "run", "seed": "seed", "snapshot": "snapshot", "test": "test"}
+_SOURCE_KEY = re.compile(r"^source:[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_GRAPH = re.compile(r"^(?P<at>@)?(?:(?P<up>\d*)\+)?(?P<body>[^+@]+?)(?:\+(?P<down>\d*))?$")
+SUPPORTED_METHODS = ("fqn", "tag", "path", "source", "resource_type", "package")
+
+
+class DbtSpec(BaseModel):
+    """The ``dbt:`` section of a DAG file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    project_dir: str
+    profiles_dir: str | None = None
+    target: str | None = None
+    select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    tests: Literal["after_model", "after_all", "none"] = "after_model"
+    depends_on: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    executable: str = "dbt"
+    batch: Literal["none"] = "none"
+
+    @field_validator("select", "exclude", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("depends_on")
+    @classmethod
+    def _source_keys(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for key in value:
+            if not _SOURCE_KEY.match(key):
+                raise ValueError(
+                    f"key {key!r} must name a dbt source as source:<source_name>.<table_name>"
+                )
+        return value
+
+    @field_validator("project_dir", "executable")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class SelectorError(ValueError):
+    """A selector Leoflow cannot evaluate, or one that matches nothing."""
+
+
+Loc = tuple[str, ...]
+
+
+@dataclass
+class Expansion:
+    """What ``expand`` made of a manifest: raw task mappings, and the problems found."""
+
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[tuple[Loc, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where the command runs dbt: absolute paths the adapter resolved."""
+
+    project_dir: str
+    profiles_dir: str | None
+    # Per task, dbt writes target/ and logs/ below this: /tmp in a pod, so a
+    # read-only root filesystem is no obstacle.
+    scratch_dir: str = "/tmp/leoflow-dbt"
+    # dbt's partial parse from the parse behind the manifest: a task's first run starts
+    # from it instead of parsing the whole project (seconds per task).
+    partial_parse: str | None = None
+
+
+# ----------------------------------------------------------------------- selection
+
+
+class Graph:
+    """The part of a manifest selection and dependencies need, indexed once."""
+
+    def __init__(self, manifest: Mapping[str, Any]) -> None:
+        nodes = manifest.get("nodes") or {}
+        sources = manifest.get("sources") or {}
+        self.nodes: dict[str, Mapping[str, Any]] = {**nodes, **sources}
+        self.project = str((manifest.get("metadata") or {}).get("project_name") or "")
+        self.parents: dict[str, list[str]] = {}
+        for uid, node in self.nodes.items():
+            deps = (node.get("depends_on") or {}).get("nodes") or []
+            self.parents[uid] = [d for d in deps if d in self.nodes]
+        self.kinds: dict[str, str] = {
+            uid: str(node.get("resource_type") or uid.split(".", 1)[0])
+            for uid, node in self.nodes.items()
+        }
+        self.children: dict[str, list[str]] = {uid: [] for uid in self.nodes}
+        for uid, ups in self.parents.items():
+            for up in ups:
+                self.children[up].append(uid)
+
+    def resource_type(self, uid: str) -> str:
+        return self.kinds[uid]
+
+    def name(self, uid: str) -> str:
+        node = self.nodes[uid]
+        if self.resource_type(uid) == "source":
+            return f"{node.get('source_name')}.{node.get('name')}"
+        return str(node.get("name") or uid.rsplit(".", 1)[-1])
+
+    def walk(self, start: Iterable[str], up: bool, depth: int | None) -> set[str]:
+        edges = self.parents if up else self.children
+        seen: set[str] = set()
+        frontier = list(start)
+        level = 0
+        while frontier and (depth is None or level < depth):
+            level += 1
+            nxt: list[str] = []
+            for uid in frontier:
+                for other in edges[uid]:
+                    if other not in seen:
+                        seen.add(other)
+                        nxt.append(other)
+            frontier = nxt
+        return seen
+
+
+def _method_matches(graph: Graph, method: str, value: str, uid: str) -> bool:
+    node = graph.nodes[uid]
+    kind = graph.resource_type(uid)
+    if method == "tag":
+        tags = set(node.get("tags") or ()) | set((node.get("config") or {}).get("tags") or ())
+        return any(fnmatch.fnmatchcase(tag, value) for tag in tags)
+    if method == "resource_type":
+        return kind == value
+    if method == "package":
+        return fnmatch.fnmatchcase(str(node.get("package_name") or ""), value)
+    if method == "path":
+        path = str(node.get("original_file_path") or "")
+        want = value.rstrip("/")
+        return (
+            path == want
+            or path.startswith(want + "/")
+            or fnmatch.fnmatchcase(path, value)
+            or path.rsplit(".", 1)[0] == want
+        )
+    if method == "source":
+        if kind != "source":
+            return False
+        parts = value.split(".")
+        src, table = str(node.get("source_name")), str(node.get("name"))
+        package = str(node.get("package_name") or "")
+        if len(parts) == 1:
+            return fnmatch.fnmatchcase(src, parts[0])
+        if len(parts) == 2:
+            return fnmatch.fnmatchcase(src, parts[0]) and fnmatch.fnmatchcase(table, parts[1])
+        return (
+            len(parts) == 3
+            and fnmatch.fnmatchcase(package, parts[0])
+            and fnmatch.fnmatchcase(src, parts[1])
+            and fnmatch.fnmatchcase(table, parts[2])
+        )
+    # fqn: a bare name, a package, or a dotted fqn prefix; * wildcards per part.
+    if kind == "source":
+        return False
+    fqn = [str(p) for p in node.get("fqn") or [graph.name(uid)]]
+    parts = value.split(".")
+    if len(parts) == 1:
+        return fnmatch.fnmatchcase(fqn[-1], value) or fnmatch.fnmatchcase(fqn[0], value)
+    if len(parts) > len(fqn):
+        return False
+    return all(fnmatch.fnmatchcase(have, want) for have, want in zip(fqn, parts, strict=False))
+
+
+def _atom(graph: Graph, text: str) -> set[str]:
+    match = _GRAPH.match(text)
+    if not match:
+        raise SelectorError(f"cannot read {text!r}: expected [@][N+]method:value[+N]")
+    body = match["body"]
+    if ":" in body:
+        method, _, value = body.partition(":")
+    elif "/" in body or body.endswith((".sql", ".py", ".csv")):
+        method, value = "path", body
+    else:
+        method, value = "fqn", body
+    if method not in SUPPORTED_METHODS:
+        raise SelectorError(
+            f"selector method {method!r} (in {text!r}) is not supported; Leoflow evaluates "
+            f"{', '.join(m + ':' for m in SUPPORTED_METHODS)} names, paths and fqn wildcards, "
+            f"with +, N+, +N and @ graph operators, spaces (union) and commas (intersection)"
+        )
+    if not value:
+        raise SelectorError(f"selector {text!r} has no value after {method}:")
+    base = {uid for uid in graph.nodes if _method_matches(graph, method, value, uid)}
+    out = set(base)
+    if match["at"]:
+        down = graph.walk(base, up=False, depth=None)
+        out |= down | graph.walk(base | down, up=True, depth=None)
+        return out
+    if match["up"] is not None:
+        out |= graph.walk(base, up=True, depth=int(match["up"]) if match["up"] else None)
+    if match["down"] is not None:
+        out |= graph.walk(base, up=False, depth=int(match["down"]) if match["down"] else None)
+    return out
+
+
+def select(graph: Graph, expressions: Iterable[str]) -> set[str]:
+    """The union of dbt selector expressions (space: union, comma: intersection)."""
+    chosen: set[str] = set()
+    for expression in expressions:
+        for term in expression.split():
+            parts = [p for p in term.split(",") if p]
+            if not parts:
+                continue
+            found = _atom(graph, parts[0])
+            for part in parts[1:]:
+                found &= _atom(graph, part)
+            chosen |= found
+    return chosen
+
+
+# ----------------------------------------------------------------------- expansion
+
+
+def _task_ids(graph: Graph, uids: Iterable[str]) -> dict[str, str]:
+    """uid -> task id: dbt.<name>, package-qualified where two packages share a name."""
+    uids = sorted(uids)
+    by_name: dict[str, list[str]] = {}
+    for uid in uids:
+        by_name.setdefault(graph.name(uid), []).append(uid)
+    out: dict[str, str] = {}
+    for name, group in by_name.items():
+        for uid in group:
+            is_test = graph.resource_type(uid) == "test"
+            label = name
+            if len(group) > 1:
+                label = f"{graph.nodes[uid].get('package_name')}.{name}"
+            out[uid] = _UNSAFE.sub("_", (TASK_PREFIX + "test." if is_test else TASK_PREFIX) + label)
+    return out
+
+
+def _select_arg(graph: Graph, uid: str) -> str:
+    """A selector naming exactly this node: its package-qualified fqn."""
+    node = graph.nodes[uid]
+    if graph.resource_type(uid) == "test":
+        return str(node.get("name"))
+    fqn = node.get("fqn") or [node.get("package_name"), graph.name(uid)]
+    return "fqn:" + ".".join(str(p) for p in fqn)
+
+
+def dbt_command(spec: DbtSpec, paths: Paths, verb: str, selectors: list[str]) -> list[str]:
+    argv = [spec.executable, verb, "--select", *selectors]
+    argv += ["--project-dir", paths.project_dir]
+    if paths.profiles_dir:
+        argv += ["--profiles-dir", paths.profiles_dir]
+    if spec.target:
+        argv += ["--target", spec.target]
+    return argv
+
+
+def task_command(task_id: str, dbt_argv: list[str]) -> list[str]:
+    """The task's command: Leoflow's small dbt wrapper around the dbt command.
+
+    The wrapper (``leoflow dbt-task``, stdlib only) gives the run its own target and
+    log directory under the scratch dir, then turns ``run_results.json`` into an
+    exit reason naming the node and dbt's own error line.
+    """
+    return ["leoflow", "dbt-task", "--task", task_id, "--", *dbt_argv]
+
+
+def task_env(dag_id: str, task_id: str, paths: Paths) -> dict[str, str]:
+    base = f"{paths.scratch_dir}/{dag_id}/{task_id}"
+    env = {
+        "DBT_TARGET_PATH": f"{base}/target",
+        "DBT_LOG_PATH": f"{base}/logs",
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        "DBT_USE_COLORS": "false",
+    }
+    if paths.profiles_dir:
+        env["DBT_PROFILES_DIR"] = paths.profiles_dir
+    if paths.partial_parse:
+        env["LEOFLOW_DBT_PARTIAL_PARSE"] = paths.partial_parse
+    return env
+
+
+def _runnable_parents(graph: Graph, uid: str, selected: set[str]) -> set[str]:
+    """Selected runnable nodes ``uid`` reads from, looking through ephemeral models."""
+    out: set[str] = set()
+    stack = list(graph.parents[uid])
+    seen: set[str] = set()
+    while stack:
+        up = stack.pop()
+        if up in seen:
+            continue
+        seen.add(up)
+        if up in selected:
+            out.add(up)
+        elif _is_ephemeral(graph, up):
+            stack.extend(graph.parents[up])
+    return out
+
+
+def _is_ephemeral(graph: Graph, uid: str) -> bool:
+    node = graph.nodes[uid]
+    return (
+        graph.resource_type(uid) == "model"
+        and (node.get("config") or {}).get("materialized") == "ephemeral"
+    )
+
+
+def _sources_read(graph: Graph, uid: str) -> set[str]:
+    """Sources ``uid`` reads, directly or through ephemeral models."""
+    out: set[str] = set()
+    stack = list(graph.parents[uid])
+    seen: set[str] = set()
+    while stack:
+        up = stack.pop()
+        if up in seen:
+            continue
+        seen.add(up)
+        if graph.resource_type(up) == "source":
+            out.add(up)
+        elif _is_ephemeral(graph, up):
+            stack.extend(graph.parents[up])
+    return out
+
+
+def expand(
+    spec: DbtSpec,
+    manifest: Mapping[str, Any],
+    *,
+    dag_id: str,
+    paths: Paths,
+    ordinary_tasks: Iterable[str] = (),
+) -> Expansion:
+    """The tasks a manifest becomes under ``spec``; problems name their field path."""
+    out = Expansion()
+    graph = Graph(manifest)
+    ordinary = set(ordinary_tasks)
+    runnable_all = {
+        uid
+        for uid in graph.nodes
+        if graph.resource_type(uid) in RUNNABLE and not _is_ephemeral(graph, uid)
+    }
+    tests_all = {uid for uid in graph.nodes if graph.resource_type(uid) == "test"}
+    where: Loc = ("dbt", "select")
+    try:
+        chosen = select(graph, spec.select) if spec.select else runnable_all | tests_all
+        where = ("dbt", "exclude")
+        excluded = select(graph, spec.exclude)
+    except SelectorError as exc:
+        out.problems.append((where, str(exc)))
+        return out
+    selected = (chosen & runnable_all) - excluded
+    tests: set[str] = set()
+    if spec.tests != "none":
+        for uid in tests_all - excluded:
+            ups = [u for u in graph.parents[uid] if graph.resource_type(u) != "source"]
+            if uid in chosen or (ups and all(u in selected for u in ups)):
+                tests.add(uid)
+    if not selected and not tests:
+        what = " ".join(spec.select) or "the whole project"
+        out.problems.append(
+            (
+                ("dbt", "select"),
+                f"selects no model, seed or snapshot in dbt project {graph.project!r} "
+                f"(select: {what!r}"
+                + (f", exclude: {' '.join(spec.exclude)!r}" if spec.exclude else "")
+                + ")",
+            )
+        )
+        return out
+
+    # Sources an ordinary task feeds.
+    sources_by_key: dict[str, str] = {}
+    for uid in graph.nodes:
+        if graph.resource_type(uid) == "source":
+            sources_by_key[f"source:{graph.name(uid)}"] = uid
+    feeds: dict[str, tuple[str, ...]] = {}
+    for key, upstreams in spec.depends_on.items():
+        source_uid = sources_by_key.get(key)
+        if source_uid is None:
+            known = ", ".join(sorted(sources_by_key)) or "none"
+            out.problems.append(
+                (
+                    ("dbt", "depends_on", key),
+                    f"no such source in the dbt project (sources: {known})",
+                )
+            )
+            continue
+        for index, upstream in enumerate(upstreams):
+            if upstream not in ordinary:
+                out.problems.append(
+                    (
+                        ("dbt", "depends_on", key, str(index)),
+                        f"unknown task {upstream!r}: depends_on lists the DAG's own tasks "
+                        f"that feed this source",
+                    )
+                )
+        feeds[source_uid] = upstreams
+    if out.problems:
+        return out
+
+    ids = _task_ids(graph, selected | (tests if spec.tests == "after_model" else set()))
+    for uid, task_id in ids.items():
+        if task_id in ordinary:
+            out.problems.append(
+                (
+                    ("tasks", task_id),
+                    f"task id {task_id!r} is also the task of dbt node {uid!r}; rename the task",
+                )
+            )
+    if out.problems:
+        return out
+
+    parents_of = {uid: _runnable_parents(graph, uid, selected) for uid in selected | tests}
+    # Tests of one model gate that model's children.
+    gates: dict[str, list[str]] = {}
+    if spec.tests == "after_model":
+        for uid in tests:
+            tested = parents_of[uid]
+            real = [u for u in graph.parents[uid] if graph.resource_type(u) != "source"]
+            if len(tested) == 1 and len(real) == 1:
+                gates.setdefault(next(iter(tested)), []).append(uid)
+
+    def add(task_id: str, verb: str, selectors: list[str], deps: set[str]) -> None:
+        out.tasks[task_id] = {
+            "command": task_command(task_id, dbt_command(spec, paths, verb, selectors)),
+            "env": task_env(dag_id, task_id, paths),
+            "depends_on": sorted(deps),
+        }
+
+    for uid in sorted(selected):
+        deps: set[str] = set()
+        for up in parents_of[uid]:
+            deps.add(ids[up])
+            deps.update(ids[t] for t in gates.get(up, ()))
+        for source in _sources_read(graph, uid):
+            deps.update(feeds.get(source, ()))
+        add(ids[uid], _VERB[graph.resource_type(uid)], [_select_arg(graph, uid)], deps)
+    if spec.tests == "after_model":
+        for uid in sorted(tests):
+            deps = {ids[up] for up in parents_of[uid]}
+            for source in _sources_read(graph, uid):
+                deps.update(feeds.get(source, ()))
+            add(ids[uid], "test", [_select_arg(graph, uid)], deps)
+    elif spec.tests == "after_all" and tests:
+        if TESTS_TASK in ordinary:
+            out.problems.append((("tasks", TESTS_TASK), "is the dbt tests task; rename the task"))
+            return out
+        selectors = sorted(_select_arg(graph, uid) for uid in tests)
+        add(TESTS_TASK, "test", selectors, {ids[uid] for uid in selected})
+    return out

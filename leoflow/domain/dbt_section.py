@@ -1,0 +1,110 @@
+"""The ``dbt:`` section of a DAG file -> raw task mappings the loader validates like any task.
+
+The loader hands the section to an expander the caller wires in (``LoadOptions.dbt``):
+reading the project and its manifest is I/O, so it lives in ``leoflow/dbt/``, not here.
+A loader without one (a DAG uploaded through the API has no project beside it) says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from leoflow.domain.dag import TaskFields
+from leoflow.domain.dbt import DbtSpec, Expansion
+
+Loc = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DbtRequest:
+    """What an expander needs: the section, the file it is in, and the DAG around it."""
+
+    spec: DbtSpec
+    dag_file: Path
+    dag_id: str
+    ordinary_tasks: frozenset[str]
+    # What the dbt tasks' env and secrets will be (DAG defaults, then dbt.defaults):
+    # ``dbt parse`` renders profiles.yml with the same env_var() calls.
+    env: Mapping[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+
+
+DbtExpander = Callable[[DbtRequest], Expansion]
+
+
+@dataclass
+class SectionTasks:
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # pydantic-shaped errors (loc, msg, type[, input]): the loader words them like its own
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _errors(exc: ValidationError, prefix: Loc) -> list[dict[str, Any]]:
+    return [{**e, "loc": prefix + tuple(str(p) for p in e["loc"])} for e in exc.errors()]
+
+
+def _problem(loc: Loc, message: str) -> dict[str, Any]:
+    return {"loc": loc, "msg": message, "type": "value_error"}
+
+
+def section_tasks(
+    raw: Mapping[str, Any],
+    path: Path,
+    ordinary: Mapping[str, Any],
+    dag_defaults: Mapping[str, Any],
+    expander: DbtExpander | None,
+) -> SectionTasks:
+    """The tasks the ``dbt`` section of ``raw`` adds, with DAG and dbt defaults applied."""
+    out = SectionTasks()
+    section = raw.get("dbt")
+    if not isinstance(section, dict):
+        out.problems.append(_problem(("dbt",), "expected a mapping with at least project_dir"))
+        return out
+    try:
+        spec = DbtSpec.model_validate(section)
+    except ValidationError as exc:
+        out.problems.extend(_errors(exc, ("dbt",)))
+        return out
+    try:
+        TaskFields.model_validate(spec.defaults)
+    except ValidationError as exc:
+        out.problems.extend(_errors(exc, ("dbt", "defaults")))
+        return out
+    if expander is None:
+        out.problems.append(
+            _problem(
+                ("dbt",),
+                "a dbt section needs its project on disk beside the DAG file; load it from "
+                "the DAG folder (leoflow lite, run, dags validate), not through the API",
+            )
+        )
+        return out
+    user = spec.defaults
+    env = {**(dag_defaults.get("env") or {}), **(user.get("env") or {})}
+    request = DbtRequest(
+        spec=spec,
+        dag_file=path,
+        dag_id=str(raw.get("dag_id") or ""),
+        ordinary_tasks=frozenset(str(t) for t in ordinary),
+        env={str(k): str(v) for k, v in env.items()},
+        secrets=tuple(str(s) for s in (user.get("secrets") or dag_defaults.get("secrets") or ())),
+    )
+    expansion = expander(request)
+    out.problems.extend(_problem(loc, message) for loc, message in expansion.problems)
+    if out.problems:
+        return out
+    for task_id, generated in expansion.tasks.items():
+        task: dict[str, Any] = {**dag_defaults, **user, **generated}
+        task["env"] = {
+            **generated["env"],
+            **(dag_defaults.get("env") or {}),
+            **(user.get("env") or {}),
+        }
+        task["depends_on"] = sorted({*generated["depends_on"], *(user.get("depends_on") or ())})
+        out.tasks[task_id] = task
+    return out
