@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 NODE_WIDTH = 190.0
 NODE_HEIGHT = 34.0
@@ -79,7 +80,7 @@ def layout_graph(upstreams: Mapping[str, Sequence[str]]) -> GraphLayout:
                 succ[dummy], pred[dummy] = [], []
                 chain.append(dummy)
             chain.append(target)
-            for a, b in zip(chain, chain[1:], strict=False):
+            for a, b in pairwise(chain):
                 succ[a].append(b)
                 pred[b].append(a)
             chains.append((source, target, chain))

@@ -26,7 +26,6 @@ from playwright.sync_api import expect
 
 from tests.e2e.conftest import LEOFLOW, REPO
 
-
 CHROMIUM = shutil.which("chromium")
 ARGS = [
     "--headless",

@@ -40,7 +40,9 @@ async def _dags(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str])
     state = q.get("state", "all")
     if state not in views.DAG_FILTERS:
         raise HTTPException(400, f"query parameter 'state': expected one of {views.DAG_FILTERS}")
-    return await views.dags_view(ctx, q.get("q", "")[:200], state, _int(q, "page", 1, 1, 10**6) or 1)
+    return await views.dags_view(
+        ctx, q.get("q", "")[:200], state, _int(q, "page", 1, 1, 10**6) or 1
+    )
 
 
 async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:

@@ -17,8 +17,13 @@ from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from leoflow.api import dags as dags_api
@@ -428,7 +433,7 @@ async def _trigger(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str,
     conf = {} if b.conf is None else b.conf
     if not isinstance(conf, dict):
         raise HTTPException(
-            422, f"conf: expected a JSON object such as {{\"key\": 1}}, got {type(conf).__name__}"
+            422, f'conf: expected a JSON object such as {{"key": 1}}, got {type(conf).__name__}'
         )
     response = await runs_api.trigger_run(
         _need(b.dag_id, "dag_id"), ctx, s.principal, TriggerIn(conf=conf, run_id=b.new_run_id)
@@ -485,4 +490,3 @@ _ACTIONS = {
     "pool_create": _pool_create,
     "pool_resize": _pool_resize,
 }
-

@@ -49,7 +49,9 @@ class Session:
 class SessionKeys:
     def __init__(self, signing_key: str | None) -> None:
         if signing_key:
-            self.key = hmac.new(signing_key.encode(), b"leoflow web ui session v1", "sha256").digest()
+            self.key = hmac.new(
+                signing_key.encode(), b"leoflow web ui session v1", "sha256"
+            ).digest()
         else:
             self.key = secrets.token_bytes(32)
         self.revoked: dict[str, float] = {}

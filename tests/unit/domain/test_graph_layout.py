@@ -72,7 +72,11 @@ def test_layers_follow_the_longest_path() -> None:
 
 
 def test_a_wide_fan_keeps_every_box_apart() -> None:
-    graph = {"start": [], **{f"t{i}": ["start"] for i in range(300)}, "end": [f"t{i}" for i in range(300)]}
+    graph = {
+        "start": [],
+        **{f"t{i}": ["start"] for i in range(300)},
+        "end": [f"t{i}" for i in range(300)],
+    }
     _check(layout_graph(graph), graph)
 
 
