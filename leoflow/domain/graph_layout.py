@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-NODE_WIDTH = 190.0
+NODE_WIDTH = 170.0
 NODE_HEIGHT = 34.0
-LAYER_GAP = 70.0
+LAYER_GAP = 56.0
 ROW_GAP = 14.0
 MARGIN = 16.0
 _SWEEPS = 8
@@ -110,29 +110,12 @@ def layout_graph(upstreams: Mapping[str, Sequence[str]]) -> GraphLayout:
     pitch = NODE_HEIGHT + ROW_GAP
     tallest = max((len(r) for r in rows), default=0)
     y: dict[str, float] = {}
+    # Rows packed and centred: a wide layer stays one compact column to scroll
+    # through, rather than spread out to meet its neighbours.
     for row in rows:
         offset = (tallest - len(row)) * pitch / 2
         for j, v in enumerate(row):
             y[v] = offset + j * pitch
-    # Pull each vertex toward its neighbours' mean height, keeping order and spacing.
-    for rnd in range(4):
-        order = range(1, depth) if rnd % 2 == 0 else range(depth - 2, -1, -1)
-        neighbours = pred if rnd % 2 == 0 else succ
-        for i in order:
-            row = rows[i]
-            want = [
-                sum(y[n] for n in neighbours[v]) / len(neighbours[v]) if neighbours[v] else y[v]
-                for v in row
-            ]
-            placed: list[float] = []
-            for w in want:
-                placed.append(w if not placed else max(w, placed[-1] + pitch))
-            # Shift back up so the row sits as close to where it wanted as it can.
-            shift = max(0.0, (sum(placed) - sum(want)) / len(placed)) if placed else 0.0
-            for j, v in enumerate(row):
-                y[v] = placed[j] - shift
-            for j in range(1, len(row)):
-                y[row[j]] = max(y[row[j]], y[row[j - 1]] + pitch)
     top = min(y.values(), default=0.0)
     for v in y:
         y[v] = round(y[v] - top + MARGIN, 1)

@@ -232,17 +232,31 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     assert page.locator("table.tis tbody tr").count() == 3
     shot(page, "06-run")
 
+    # A pool with no slots: the waiting page and the task say why, with numbers.
+    page.goto(lite.base + "/pools")
+    page.fill("#slots-warehouse", "0")
+    page.click("form.resize[data-pool=warehouse] button")
+    page.wait_for_selector("td.occ:has-text('0 of 0 used')", timeout=WAIT)
+    _post(f"{lite.base}/api/v1/dags/nightly_sales/runs", {"run_id": "starved"})
     page.goto(lite.base + "/waiting")
-    page.wait_for_selector("h1:text('Waiting')")
+    group = page.locator(".wait-group", has_text="pool warehouse is too small")
+    expect(group.locator(".count")).to_have_text("3", timeout=WAIT)
     shot(page, "07-waiting")
+    page.goto(f"{lite.base}/dags/nightly_sales/runs/starved/tasks/load_orders")
+    expect(page.locator(".why-message")).to_have_text(
+        "pool warehouse has 0 slots in all; this task needs 1 and cannot run until the pool grows"
+    )
+    shot(page, "07b-task-waiting")
     page.goto(lite.base + "/pools")
     page.fill("#slots-warehouse", "3")
     page.click("form.resize[data-pool=warehouse] button")
-    page.wait_for_selector("td.occ:has-text('0 of 3 used')", timeout=WAIT)
+    page.wait_for_selector("td.occ:has-text('of 3 used')", timeout=WAIT)
     assert {p["name"]: p["slots"] for p in _get(lite.base + "/api/v1/pools")["pools"]}[
         "warehouse"
     ] == 3
     shot(page, "08-pools")
+    page.goto(lite.base + "/dags/nightly_sales?run=starved")
+    expect(page.locator("#graph g.node[data-state=success]")).to_have_count(8, timeout=WAIT)
 
     page.goto(lite.base + "/")
     page.wait_for_selector("td.squares a.sq.s-failed")

@@ -205,10 +205,15 @@
       const end = () => { drag = null; this.el.classList.remove("dragging"); };
       this.el.addEventListener("pointerup", end);
       this.el.addEventListener("pointercancel", end);
+      // The wheel scrolls the graph; with Ctrl (or a pinch) it zooms around the pointer.
       this.el.addEventListener("wheel", (e) => {
         e.preventDefault();
-        const r = this.el.getBoundingClientRect();
-        this.zoom(e.deltaY < 0 ? 1.15 : 1 / 1.15, e.clientX - r.left, e.clientY - r.top);
+        if (e.ctrlKey || e.metaKey) {
+          const r = this.el.getBoundingClientRect();
+          this.zoom(e.deltaY < 0 ? 1.15 : 1 / 1.15, e.clientX - r.left, e.clientY - r.top);
+        } else {
+          this.x -= e.deltaX; this.y -= e.deltaY; this.apply();
+        }
       }, { passive: false });
       $$("[data-zoom]").forEach((b) => b.addEventListener("click", () => {
         const r = this.el.getBoundingClientRect();
@@ -234,7 +239,8 @@
     fit() {
       const r = this.el.getBoundingClientRect();
       this.scale = Math.min(1, r.width / this.w, r.height / this.h);
-      if (this.scale < 0.45) this.scale = 0.45;  // below this labels are unreadable: pan instead
+      // Below this the labels are unreadable: fit the width instead and scroll.
+      if (this.scale < 0.75) this.scale = Math.max(0.6, Math.min(1, r.width / this.w));
       this.x = Math.max(0, (r.width - this.w * this.scale) / 2);
       this.y = Math.max(0, (r.height - this.h * this.scale) / 2);
       this.apply();
