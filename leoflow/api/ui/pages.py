@@ -46,7 +46,7 @@ async def _dags(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str])
 
 
 async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
-    runs = _int(q, "runs", views.GRID_RUNS, 1, 50) or views.GRID_RUNS
+    runs = _int(q, "runs", None, 1, 50)
     before = _int(q, "before", None, 1, 2**62)
     return await views.dag_view(ctx, a[0], q.get("run") or None, before, runs)
 

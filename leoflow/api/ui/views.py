@@ -32,6 +32,7 @@ from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
 DAGS_PAGE = 25
 LAST_RUNS = 8
 GRID_RUNS = 12
+GRID_CELLS = 1200
 TASKS_PAGE = 100
 WAITING_SHOWN = 50
 _ACTIVE_LIMIT = 1_000_000
@@ -233,13 +234,15 @@ class GridColumn:
 
 
 async def dag_view(
-    ctx: ApiContext, dag_id: str, run_id: str | None, before: int | None, runs_shown: int
+    ctx: ApiContext, dag_id: str, run_id: str | None, before: int | None, runs: int | None
 ) -> dict[str, Any]:
     store = ctx.store
     row = await dag_or_404(store, dag_id)
     spec = spec_of(row)
     if spec is None:
         raise HTTPException(409, f"DAG {dag_id!r} has a stored spec this version cannot read")
+    # A wide DAG shows fewer runs by default, so the grid stays near GRID_CELLS squares.
+    runs_shown = runs or max(3, min(GRID_RUNS, GRID_CELLS // max(1, len(spec.tasks))))
     layout = layout_of(row, spec)
     fetched = await store.list_runs(dag_id=dag_id, limit=runs_shown + 1, before_pk=before)
     older = fetched[runs_shown].pk + 1 if len(fetched) > runs_shown else None
