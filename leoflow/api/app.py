@@ -17,6 +17,7 @@ from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
 from leoflow.api.metrics import MetricsMiddleware
+from leoflow.api.ui import routes as web_ui
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreUnavailable
@@ -50,6 +51,7 @@ def create_app(
     )
     for module in (health, dags, runs, tasks, logs, pools):
         app.include_router(module.router)
+    app.include_router(web_ui.router)  # the web UI at /, its assets and calls under /ui
 
     @app.exception_handler(IllegalTransition)
     async def _illegal(request: Request, exc: IllegalTransition) -> JSONResponse:

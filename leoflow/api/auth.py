@@ -169,6 +169,12 @@ class Auth:
                 found = entry
         return None if found is None else Principal(found.name, found.role)
 
+    def principals_by_digest(self) -> list[tuple[bytes, Principal]]:
+        """Every configured token's SHA-256 digest with its principal (the web UI
+        binds a session to a digest, so a token removed from the file ends it)."""
+        self._maybe_reload()
+        return [(t.digest, Principal(t.name, t.role)) for t in self._tokens]
+
 
 _bearer = HTTPBearer(auto_error=False, description="An API token; roles viewer < operator < admin")
 

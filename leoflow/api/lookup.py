@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+
 from fastapi import HTTPException
 
 from leoflow.domain.dag import DagSpec
@@ -20,12 +23,27 @@ async def dag_or_404(store: Store, dag_id: str) -> DagRow:
     return row
 
 
+# Parsed specs by content: a 300-task spec takes milliseconds to validate, and pages
+# such as the UI's "waiting" read every DAG's. Specs are frozen models.
+_SPECS: OrderedDict[str, DagSpec] = OrderedDict()
+_SPECS_KEPT = 256
+
+
 def spec_of(row: DagRow) -> DagSpec | None:
     """The stored spec; None if it no longer parses (written by another version)."""
+    key = hashlib.sha256(row.spec_json.encode()).hexdigest()
+    cached = _SPECS.get(key)
+    if cached is not None:
+        _SPECS.move_to_end(key)
+        return cached
     try:
-        return DagSpec.model_validate_json(row.spec_json)
+        spec = DagSpec.model_validate_json(row.spec_json)
     except ValueError:
         return None
+    _SPECS[key] = spec
+    while len(_SPECS) > _SPECS_KEPT:
+        _SPECS.popitem(last=False)
+    return spec
 
 
 async def run_or_404(store: Store, dag_id: str, run_id: str) -> RunRow:

@@ -1,0 +1,154 @@
+"""The pages: which path is which page, its context, and its live regions.
+
+A page template marks its live parts as Jinja blocks inside ``data-live``
+elements; ``/ui/events`` renders the same blocks again when they change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import unquote
+
+import jinja2
+from fastapi import HTTPException
+
+from leoflow.api.context import ApiContext
+from leoflow.api.ui import views
+from leoflow.api.ui.session import Session
+from leoflow.domain.states import TASK_TERMINAL
+
+Build = Callable[[ApiContext, Session, list[str], Mapping[str, str]], Awaitable[dict[str, Any]]]
+
+
+def _int(query: Mapping[str, str], name: str, default: int | None, lo: int, hi: int) -> int | None:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HTTPException(400, f"query parameter {name!r}: expected an integer") from None
+    if not lo <= value <= hi:
+        raise HTTPException(400, f"query parameter {name!r}: expected {lo}..{hi}")
+    return value
+
+
+async def _dags(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
+    state = q.get("state", "all")
+    if state not in views.DAG_FILTERS:
+        raise HTTPException(400, f"query parameter 'state': expected one of {views.DAG_FILTERS}")
+    return await views.dags_view(
+        ctx, q.get("q", "")[:200], state, _int(q, "page", 1, 1, 10**6) or 1
+    )
+
+
+async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
+    runs = _int(q, "runs", None, 1, 50)
+    before = _int(q, "before", None, 1, 2**62)
+    return await views.dag_view(ctx, a[0], q.get("run") or None, before, runs)
+
+
+async def _run(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
+    return await views.run_view(ctx, a[0], a[1], _int(q, "after", None, 0, 2**62))
+
+
+async def _task(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
+    try_number = _int(q, "try", None, 1, 1_000_000)
+    return await views.task_view(ctx, s.principal, a[0], a[1], a[2], try_number)
+
+
+async def _waiting(
+    ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
+) -> dict[str, Any]:
+    return await views.waiting_view(ctx)
+
+
+async def _pools(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
+    return await views.pools_view(ctx, s.principal)
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str
+    template: str
+    build: Build
+    regions: tuple[str, ...]
+
+
+PAGES = {
+    "dags": Page("dags", "dags.html", _dags, ("dag_rows",)),
+    "dag": Page("dag", "dag.html", _dag, ("dag_head", "run_pick", "grid")),
+    "run": Page("run", "run.html", _run, ("run_head", "run_tasks")),
+    "task": Page("task", "task.html", _task, ("task_head", "tries")),
+    "waiting": Page("waiting", "waiting.html", _waiting, ("wait_groups",)),
+    "pools": Page("pools", "pools.html", _pools, ("pool_bars",)),
+}
+
+
+def resolve(path: str) -> tuple[Page, list[str]] | None:
+    """The page a UI path names and its path arguments (decoded)."""
+    parts = [unquote(p) for p in path.strip("/").split("/")] if path.strip("/") else []
+    n = len(parts)
+    if n == 0:
+        return PAGES["dags"], []
+    if n == 1 and parts[0] in ("waiting", "pools"):
+        return PAGES[parts[0]], []
+    if parts[0] != "dags":
+        return None
+    if n == 2:
+        return PAGES["dag"], parts[1:]
+    if n == 4 and parts[2] == "runs":
+        return PAGES["run"], [parts[1], parts[3]]
+    if n == 6 and parts[2] == "runs" and parts[4] == "tasks":
+        return PAGES["task"], [parts[1], parts[3], parts[5]]
+    return None
+
+
+def _state_icon(state: object) -> str:
+    value = getattr(state, "value", state)
+    return views.STATE_ICON.get(str(value), "?")
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals.update(
+        dag_url=views.dag_url,
+        run_url=views.run_url,
+        task_url=views.task_url,
+        iso=views.iso,
+        duration=views.duration,
+        icon=_state_icon,
+        icons=views.STATE_ICON,
+        quoted=views.quoted,
+        terminal_states=TASK_TERMINAL,
+    )
+    env.filters["sv"] = lambda state: getattr(state, "value", state)
+    # Global, so that a block rendered on its own (a live region) sees the macros too.
+    env.globals["m"] = env.get_template("macros.html").module
+    return env
+
+
+def _load_template(name: str) -> str:
+    return resources.files("leoflow.api.ui").joinpath("templates", name).read_text("utf-8")
+
+
+ENV = _env()
+
+
+def render_page(page: Page, context: dict[str, Any]) -> str:
+    return ENV.get_template(page.template).render(context)
+
+
+def render_regions(page: Page, context: dict[str, Any]) -> dict[str, str]:
+    template = ENV.get_template(page.template)
+    ctx = template.new_context(context)
+    return {name: "".join(template.blocks[name](ctx)) for name in page.regions}

@@ -1,0 +1,438 @@
+// Leoflow web UI: live regions over server-sent events, actions with CSRF tokens,
+// graph pan/zoom, log paging and following. No framework, no build step.
+"use strict";
+
+(function () {
+  const $ = (sel, root) => (root || document).querySelector(sel);
+  const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
+
+  // ------------------------------------------------------------------ times
+  const fmt = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+  });
+  function localTimes(root) {
+    $$("time[datetime]", root).forEach((el) => {
+      const d = new Date(el.getAttribute("datetime"));
+      if (!isNaN(d)) el.textContent = fmt.format(d);
+    });
+  }
+
+  // ------------------------------------------------------------------ flash
+  let flashTimer = null;
+  function flash(text, kind) {
+    const el = $("#flash");
+    if (!el) return;
+    el.textContent = text;
+    el.className = "flash " + (kind || "ok");
+    el.hidden = false;
+    clearTimeout(flashTimer);
+    flashTimer = setTimeout(() => { el.hidden = true; }, kind === "error" ? 12000 : 5000);
+  }
+
+  // ------------------------------------------------------------------ calls
+  function csrf() {
+    const m = $('meta[name="csrf-token"]');
+    return m ? m.getAttribute("content") : "";
+  }
+  async function post(url, body) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
+      body: JSON.stringify(body || {}),
+    });
+    let data = null;
+    try { data = await response.json(); } catch (e) { data = null; }
+    if (!response.ok) {
+      const detail = data && data.detail ? (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)) : response.statusText;
+      const error = new Error(detail);
+      error.status = response.status;
+      throw error;
+    }
+    return data;
+  }
+
+  const ACTION_DONE = {
+    pause: () => "Paused.",
+    unpause: () => "Unpaused.",
+    cancel: () => "Run cancelled.",
+    clear: (d) => "Cleared " + d.cleared.join(", ") + ": it runs again.",
+  };
+
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("[data-action]");
+    if (!button) return;
+    const action = button.dataset.action;
+    if (action === "logout") {
+      try { await post("/ui/logout", {}); } catch (e) { /* the cookie is cleared anyway */ }
+      location.href = "/login";
+      return;
+    }
+    if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+    const downstream = $("#clear-downstream");
+    const body = {
+      dag_id: button.dataset.dag || null,
+      run_id: button.dataset.run || null,
+      task_id: button.dataset.task || null,
+    };
+    if (action === "clear") body.downstream = !!(downstream && downstream.checked);
+    button.disabled = true;
+    try {
+      const data = await post("/ui/actions/" + action, body);
+      flash((ACTION_DONE[action] || (() => "Done."))(data), "ok");
+      live.kick();
+    } catch (e) {
+      flash(e.message, "error");
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  // --------------------------------------------------------- dialogs, trigger
+  document.addEventListener("click", (event) => {
+    const opener = event.target.closest("[data-open]");
+    if (opener) {
+      const dialog = document.getElementById(opener.dataset.open);
+      if (dialog) { dialog.showModal(); validateConf(); $("#conf", dialog).focus(); }
+    }
+    const closer = event.target.closest("[data-close]");
+    if (closer) document.getElementById(closer.dataset.close).close();
+  });
+
+  function parseConf() {
+    const area = $("#conf");
+    const text = area.value.trim() || "{}";
+    let value;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      return { error: "Not valid JSON: " + e.message };
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      return { error: "The conf must be a JSON object, such as {\"date\": \"2024-01-31\"}." };
+    }
+    return { value: value };
+  }
+  function validateConf() {
+    const area = $("#conf");
+    if (!area) return true;
+    const result = parseConf();
+    const error = $("#conf-error");
+    error.textContent = result.error || "";
+    area.setAttribute("aria-invalid", result.error ? "true" : "false");
+    $("#trigger-submit").disabled = !!result.error;
+    return !result.error;
+  }
+  document.addEventListener("input", (event) => {
+    if (event.target.id === "conf") validateConf();
+  });
+  document.addEventListener("submit", async (event) => {
+    const form = event.target;
+    if (form.id === "trigger-form") {
+      event.preventDefault();
+      if (!validateConf()) return;
+      const runId = $("#new-run-id").value.trim();
+      try {
+        const data = await post("/ui/actions/trigger", {
+          dag_id: form.dataset.dag, conf: parseConf().value, new_run_id: runId || null,
+        });
+        form.closest("dialog").close();
+        flash("Triggered run " + data.run_id + ".", "ok");
+        live.kick();
+      } catch (e) {
+        $("#conf-error").textContent = e.message;
+      }
+    } else if (form.id === "login-form") {
+      event.preventDefault();
+      try {
+        await post("/ui/login", { token: $("#token").value });
+        location.href = form.dataset.next || "/";
+      } catch (e) {
+        $("#login-error").textContent = e.status === 401 ? "That token is not valid." : e.message;
+      }
+    } else if (form.classList.contains("resize")) {
+      event.preventDefault();
+      const input = $("input", form);
+      try {
+        await post("/ui/actions/pool_resize", { name: form.dataset.pool, slots: Number(input.value) });
+        input.blur();
+        flash("Pool " + form.dataset.pool + " now has " + input.value + " slots.", "ok");
+        live.kick();
+      } catch (e) { flash(e.message, "error"); }
+    } else if (form.id === "pool-add") {
+      event.preventDefault();
+      try {
+        const data = await post("/ui/actions/pool_create", {
+          name: $("#pool-name").value, slots: Number($("#pool-slots").value), description: $("#pool-desc").value,
+        });
+        flash("Pool " + data.name + " added.", "ok");
+        form.reset();
+        live.kick();
+      } catch (e) { flash(e.message, "error"); }
+    }
+  });
+
+  // ------------------------------------------------------------------ graph
+  const graph = {
+    el: null, svg: null, vp: null, scale: 1, x: 0, y: 0, icons: {},
+    init() {
+      this.el = $("#graph");
+      if (!this.el) return;
+      this.svg = $("svg", this.el);
+      this.vp = $("g.viewport", this.svg);
+      this.icons = JSON.parse(this.el.dataset.icons || "{}");
+      this.w = Number(this.el.dataset.width);
+      this.h = Number(this.el.dataset.height);
+      this.svg.removeAttribute("viewBox");
+      this.svg.setAttribute("width", "100%");
+      this.svg.setAttribute("height", "100%");
+      // A small graph gets a small frame; a big one the frame's CSS maximum, and pan/zoom.
+      const max = this.el.getBoundingClientRect().height;
+      this.el.style.height = Math.min(max, Math.max(160, this.h + 24)) + "px";
+      this.fit();
+      let drag = null;
+      this.el.addEventListener("pointerdown", (e) => {
+        if (e.target.closest("a")) return;
+        drag = { x: e.clientX - this.x, y: e.clientY - this.y };
+        this.el.setPointerCapture(e.pointerId);
+        this.el.classList.add("dragging");
+      });
+      this.el.addEventListener("pointermove", (e) => {
+        if (!drag) return;
+        this.x = e.clientX - drag.x; this.y = e.clientY - drag.y; this.apply();
+      });
+      const end = () => { drag = null; this.el.classList.remove("dragging"); };
+      this.el.addEventListener("pointerup", end);
+      this.el.addEventListener("pointercancel", end);
+      // The wheel scrolls the graph; with Ctrl (or a pinch) it zooms around the pointer.
+      this.el.addEventListener("wheel", (e) => {
+        e.preventDefault();
+        if (e.ctrlKey || e.metaKey) {
+          const r = this.el.getBoundingClientRect();
+          this.zoom(e.deltaY < 0 ? 1.15 : 1 / 1.15, e.clientX - r.left, e.clientY - r.top);
+        } else {
+          this.x -= e.deltaX; this.y -= e.deltaY; this.apply();
+        }
+      }, { passive: false });
+      $$("[data-zoom]").forEach((b) => b.addEventListener("click", () => {
+        const r = this.el.getBoundingClientRect();
+        if (b.dataset.zoom === "fit") this.fit();
+        else this.zoom(b.dataset.zoom === "in" ? 1.25 : 0.8, r.width / 2, r.height / 2);
+      }));
+      // Keep a focused node in view when tabbing through the graph.
+      this.el.addEventListener("focusin", (e) => {
+        const g = e.target.closest("a.node-link");
+        if (!g) return;
+        const node = $("g.node", g);
+        const t = node.transform.baseVal.consolidate();
+        if (!t) return;
+        const nx = t.matrix.e * this.scale + this.x, ny = t.matrix.f * this.scale + this.y;
+        const r = this.el.getBoundingClientRect();
+        if (nx < 0 || ny < 0 || nx > r.width - 100 || ny > r.height - 30) {
+          this.x = r.width / 3 - t.matrix.e * this.scale;
+          this.y = r.height / 2 - t.matrix.f * this.scale;
+          this.apply();
+        }
+      });
+    },
+    fit() {
+      const r = this.el.getBoundingClientRect();
+      this.scale = Math.min(1, r.width / this.w, r.height / this.h);
+      // Below this the labels are unreadable: fit the width instead and scroll.
+      if (this.scale < 0.75) this.scale = Math.max(0.6, Math.min(1, r.width / this.w));
+      this.x = Math.max(0, (r.width - this.w * this.scale) / 2);
+      this.y = Math.max(0, (r.height - this.h * this.scale) / 2);
+      this.apply();
+    },
+    zoom(f, cx, cy) {
+      const s = Math.max(0.1, Math.min(3, this.scale * f));
+      this.x = cx - (cx - this.x) * (s / this.scale);
+      this.y = cy - (cy - this.y) * (s / this.scale);
+      this.scale = s;
+      this.apply();
+    },
+    apply() {
+      this.vp.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.scale})`);
+    },
+    update(nodes, runId) {
+      if (!this.el) return;
+      const dag = this.el.dataset.dag;
+      $$("a.node-link", this.svg).forEach((link) => {
+        const task = link.dataset.task;
+        const state = nodes[task] || "none";
+        const g = $("g.node", link);
+        if (g.dataset.state !== state) {
+          g.setAttribute("class", "node s-" + state);
+          g.dataset.state = state;
+          $("text.ic", g).textContent = this.icons[state] || "?";
+          $("title", g).textContent = task + ": " + state;
+        }
+        if (runId) {
+          link.setAttribute("href", "/dags/" + encodeURIComponent(dag) + "/runs/" +
+            encodeURIComponent(runId) + "/tasks/" + encodeURIComponent(task));
+        }
+      });
+      if (runId) this.el.dataset.run = runId;
+    },
+  };
+
+  // ------------------------------------------------------------------- live
+  const live = {
+    source: null, delay: 1000, timer: null, last: {},
+    status(text, ok) {
+      const el = $("#live");
+      if (!el) return;
+      $(".live-text", el).textContent = text;
+      el.classList.toggle("down", !ok);
+    },
+    start() {
+      if (!$("[data-live]") && !$("#graph")) return;
+      const path = location.pathname + location.search;
+      const source = new EventSource("/ui/events?path=" + encodeURIComponent(path));
+      this.source = source;
+      source.addEventListener("open", () => { this.delay = 1000; this.status("live", true); });
+      source.addEventListener("hello", (e) => {
+        const data = JSON.parse(e.data);
+        const meta = $('meta[name="csrf-token"]');
+        if (meta && data.csrf) meta.setAttribute("content", data.csrf);
+      });
+      source.addEventListener("login", () => { location.href = "/login?next=" + encodeURIComponent(path); });
+      source.addEventListener("gone", (e) => {
+        flash(JSON.parse(e.data).detail, "error");
+        source.close();
+      });
+      source.addEventListener("update", (e) => this.apply(JSON.parse(e.data)));
+      source.addEventListener("error", () => {
+        this.status("reconnecting…", false);
+        // The browser retries by itself unless the server answered an error: then we do.
+        if (source.readyState === EventSource.CLOSED) this.retry();
+      });
+    },
+    retry() {
+      if (this.source) this.source.close();
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => this.start(), this.delay);
+      this.delay = Math.min(this.delay * 2, 15000);
+    },
+    kick() {
+      // After an action: reconnect at once so the change shows without waiting a tick.
+      if (this.source) { this.source.close(); this.source = null; }
+      this.delay = 1000;
+      this.start();
+    },
+    apply(data) {
+      const active = document.activeElement;
+      const focusId = active && active.id;
+      Object.entries(data.regions || {}).forEach(([name, html]) => {
+        const region = $(`[data-live="${name}"]`);
+        if (!region) return;
+        if (region.contains(active) && active.matches("input, textarea, select")) return;
+        if (this.last[name] === html) return;
+        this.last[name] = html;
+        region.innerHTML = html;
+        localTimes(region);
+      });
+      if (focusId && document.activeElement !== active) {
+        const again = document.getElementById(focusId);
+        if (again) again.focus();
+      }
+      if (data.nodes) graph.update(data.nodes, data.run);
+      if (data.log_live !== undefined) logs.liveChanged(data.log_live, data.latest_try);
+      document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
+    },
+  };
+
+  // -------------------------------------------------------------------- logs
+  const logs = {
+    el: null, start: 0, end: 0, source: null,
+    params() {
+      const d = this.el.dataset;
+      return "dag=" + encodeURIComponent(d.dag) + "&run=" + encodeURIComponent(d.run) +
+        "&task=" + encodeURIComponent(d.task) + "&try=" + encodeURIComponent(d.try);
+    },
+    async init() {
+      this.el = $("#log");
+      if (!this.el) return;
+      $("#log-earlier").addEventListener("click", () => this.loadEarlier());
+      await this.load();
+    },
+    async load() {
+      const text = $("#log-text");
+      const response = await fetch("/ui/log?" + this.params(), { credentials: "same-origin" });
+      if (!response.ok) { $("#log-status").textContent = "Cannot read the log (" + response.status + ")."; return; }
+      const page = await response.json();
+      text.innerHTML = page.html;
+      this.start = page.start; this.end = page.end;
+      this.earlier();
+      text.scrollTop = text.scrollHeight;
+      this.describe(page.size);
+      if (this.el.dataset.live === "yes") this.follow();
+    },
+    describe(size) {
+      const shown = this.end - this.start;
+      $("#log-status").textContent = size === 0 ? "The log is empty." :
+        (this.start > 0 ? `Showing the last ${shown} of ${size} bytes.` : `${size} bytes.`) +
+        (this.source ? " Following live…" : "");
+    },
+    earlier() { $("#log-earlier").hidden = this.start === 0; },
+    async loadEarlier() {
+      const response = await fetch("/ui/log?" + this.params() + "&before=" + this.start, { credentials: "same-origin" });
+      if (!response.ok) return;
+      const page = await response.json();
+      const text = $("#log-text");
+      const height = text.scrollHeight;
+      text.insertAdjacentHTML("afterbegin", page.html);
+      text.scrollTop += text.scrollHeight - height;
+      this.start = page.start;
+      this.earlier();
+      this.describe(page.size);
+    },
+    follow() {
+      if (this.source) return;
+      const text = $("#log-text");
+      this.source = new EventSource("/ui/log/stream?" + this.params() + "&offset=" + this.end);
+      this.source.addEventListener("log", (e) => {
+        const stick = text.scrollTop + text.clientHeight >= text.scrollHeight - 4;
+        text.insertAdjacentHTML("beforeend", JSON.parse(e.data).html);
+        this.end = Number(e.lastEventId || this.end);
+        if (stick) text.scrollTop = text.scrollHeight;
+        $("#log-status").textContent = `${this.end} bytes. Following live…`;
+      });
+      this.source.addEventListener("end", () => {
+        this.source.close(); this.source = null;
+        $("#log-status").textContent = `${this.end} bytes. The try is over.`;
+      });
+      this.source.addEventListener("error", () => {
+        if (this.source && this.source.readyState === EventSource.CLOSED) {
+          this.source = null;
+          setTimeout(() => this.follow(), 2000);
+        }
+      });
+    },
+    liveChanged(isLive, latestTry) {
+      if (!this.el) return;
+      const current = Number(this.el.dataset.try);
+      if (this.el.dataset.pinned !== "yes" && latestTry > current) {
+        // A new try started (a retry, or the task was cleared): show and follow it.
+        if (this.source) { this.source.close(); this.source = null; }
+        this.el.dataset.try = String(latestTry);
+        this.el.dataset.live = isLive ? "yes" : "no";
+        $("#log-text").innerHTML = "";
+        $("#log-text").setAttribute("aria-label", "log of try " + latestTry);
+        this.load();
+        return;
+      }
+      if (isLive && !this.source) this.follow();
+    },
+  };
+
+  document.addEventListener("DOMContentLoaded", () => {
+    localTimes(document);
+    graph.init();
+    logs.init();
+    live.start();
+    window.addEventListener("resize", () => { if (graph.el) graph.fit(); });
+  });
+  window.leoflowUi = { live: live, graph: graph };
+})();
