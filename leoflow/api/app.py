@@ -67,6 +67,11 @@ def create_app(
 
     # The guard wraps the whole app, so a router or a UI mounted later is covered
     # too; metrics wrap the guard, so its refusals are counted.
-    app.add_middleware(RequestGuard, settings=settings, auth=auth)
+    app.add_middleware(
+        RequestGuard,
+        settings=settings,
+        auth=auth,
+        authenticates_itself=web_ui.authenticates_itself,
+    )
     app.add_middleware(MetricsMiddleware)
     return app

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -226,8 +226,12 @@ class RequestGuard:
         *,
         settings: Settings,
         auth: Auth,
+        authenticates_itself: Callable[[str], bool] = lambda path: False,
     ) -> None:
         self.app = app
+        # Paths whose app authenticates by its own session (the web UI's cookie) before
+        # it reads a body; every other check here still applies to them.
+        self.authenticates_itself = authenticates_itself
         self.settings = settings
         self.auth = auth
         self.hosts = host_rules((*settings.api_allowed_hosts, *_listen_host(settings.api_listen)))
@@ -318,7 +322,7 @@ class RequestGuard:
         )
 
     def _authenticated(self, path: str, headers: dict[str, str]) -> bool:
-        if not self.auth.enabled or path in OPEN_PATHS:
+        if not self.auth.enabled or path in OPEN_PATHS or self.authenticates_itself(path):
             return True
         scheme, _, token = headers.get("authorization", "").partition(" ")
         token = token.strip() if scheme.lower() == "bearer" else ""

@@ -43,6 +43,13 @@ log = logging.getLogger("leoflow.api.ui")
 
 router = APIRouter(include_in_schema=False)
 
+
+def authenticates_itself(path: str) -> bool:
+    """Everything outside the API is the UI's, which authenticates by its session
+    cookie (or shows the login page) before it reads a body; the API wants a bearer."""
+    return not (path == "/api" or path.startswith("/api/"))
+
+
 LIVE_INTERVAL = 1.0
 KEEPALIVE = 15.0
 LOG_PAGE = 64 * 1024

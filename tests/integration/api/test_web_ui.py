@@ -19,7 +19,7 @@ from leoflow.store import Store
 from tests.integration.api.conftest import TOKENS, make_auth
 from tests.integration.api.seed import seed, snapshot
 
-BASE = "http://ui.test"
+BASE = "http://localhost"
 SAME = {"Origin": BASE, "Content-Type": "application/json"}
 
 

@@ -129,7 +129,7 @@ async def test_a_postgres_restart_mid_run_fails_nothing(
             await asyncio.to_thread(restartable_postgres.pause)  # the a* finish while it is down
             paused = True
             transport = httpx.ASGITransport(app=api)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as c:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
                 answer = await c.get("/api/v1/dags")
             assert answer.status_code == 503, answer.text
             assert "the database is unavailable" in answer.json()["detail"], answer.text
