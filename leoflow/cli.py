@@ -224,6 +224,41 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_db_prune(args: argparse.Namespace) -> int:
+    from leoflow.domain.durations import parse_duration
+
+    try:
+        older_than = parse_duration(args.older_than)
+    except ValueError as exc:
+        print(f"leoflow db prune: --older-than: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.batch_size < 1:
+        print("leoflow db prune: --batch-size: expected an integer >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    settings = _settings(args)
+
+    async def prune() -> Any:
+        from leoflow.store import Store
+        from leoflow.store.retention import prune as prune_store
+
+        store = await Store.open(settings.resolved_database_url, migrate=False)
+        try:
+            return await prune_store(
+                store,
+                older_than=older_than,
+                dag_id=args.dag,
+                dry_run=args.dry_run,
+                batch=args.batch_size,
+            )
+        finally:
+            await store.close()
+
+    counts = _asyncio_run(prune())
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {counts.summary()}")
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------ logs
 
 
@@ -380,6 +415,18 @@ def build_parser() -> argparse.ArgumentParser:
         dest="db_command", required=True, metavar="SUBCOMMAND"
     )
     db.add_parser("upgrade", help="apply schema migrations").set_defaults(func=cmd_db_upgrade)
+    prune = db.add_parser(
+        "prune", help="delete finished runs older than a duration, and expired tickets"
+    )
+    prune.add_argument(
+        "--older-than", required=True, help="runs that ended longer ago than this (e.g. 30d)"
+    )
+    prune.add_argument("--dag", help="only this DAG's runs")
+    prune.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
+    prune.add_argument(
+        "--batch-size", type=int, default=200, help="runs per transaction (default 200)"
+    )
+    prune.set_defaults(func=cmd_db_prune)
 
     logs = sub.add_parser("logs", help="print a task's output")
     logs.add_argument("dag_id")

@@ -155,7 +155,19 @@ async def prune(
         if dry_run:
 
             def count_expired(conn: Connection) -> int:
-                return _count(conn, tickets, tickets.c.expires_at < moment)
+                # Not those already counted with their (prunable) run.
+                prunable = sa.select(task_instances.c.pk).where(
+                    task_instances.c.run_pk.in_(
+                        sa.select(dag_runs.c.pk).where(
+                            dag_runs.c.state.in_(_TERMINAL), dag_runs.c.ended_at < cutoff
+                        )
+                    )
+                )
+                return _count(
+                    conn,
+                    tickets,
+                    sa.and_(tickets.c.expires_at < moment, tickets.c.ti_pk.not_in(prunable)),
+                )
 
             total.expired_tickets = await store._read(count_expired)
         else:

@@ -102,3 +102,19 @@ def test_validate_lists_every_problem_with_file_line_and_field(
     cycle = leoflow("dags", "validate", str(folder))
     assert cycle.returncode == 1
     assert "dependency cycle: a -> b -> a" in cycle.stderr
+
+
+def test_db_prune_dry_run_then_prune(leoflow: Leoflow, tmp_path: Path) -> None:
+    dag = tmp_path / "one.yaml"
+    dag.write_text('dag_id: one\ntasks:\n  only:\n    command: ["true"]\n')
+    assert leoflow("run", str(dag), "--executor", "subprocess").returncode == 0
+    dry = leoflow("db", "prune", "--older-than", "0s", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("would delete 1 run(s), 1 task instance(s)")
+    done = leoflow("db", "prune", "--older-than", "0s")
+    assert done.stdout.startswith("deleted 1 run(s), 1 task instance(s)")
+    again = leoflow("db", "prune", "--older-than", "0s")
+    assert again.stdout.startswith("deleted 0 run(s)")
+    bad = leoflow("db", "prune", "--older-than", "soon")
+    assert bad.returncode == 2
+    assert "--older-than" in bad.stderr

@@ -85,3 +85,13 @@ async def test_prune_by_dag_and_expired_tickets(store: Store) -> None:
     everything = await prune(store, older_than=DAY, batch=1, now=now)
     assert (everything.runs, everything.expired_tickets) == (1, 1)
     assert (await store.consume_ticket("valid", now)).ti_pk == ti.pk
+
+
+async def test_a_dry_run_counts_each_ticket_once(store: Store) -> None:
+    now = time.time()
+    pk = await _finished(store, "a", "old", now - 3 * DAY, tasks=2)
+    for ti in await store.list_task_instances(run_pk=pk):
+        await store.insert_ticket(f"x-{ti.pk}", ti.pk, 1, now - 5)  # owned and expired
+    dry = await prune(store, older_than=DAY, dry_run=True, now=now)
+    done = await prune(store, older_than=DAY, now=now)
+    assert dry.tickets + dry.expired_tickets == done.tickets + done.expired_tickets == 2
