@@ -117,6 +117,8 @@ tasks:
     final, tis = await _run(rt, "envdump")
     assert final.state is RunState.SUCCESS
     task_env, agent_env = _json_lines(await rt.store.read_log(tis["dump"].pk, 1))
+    # The agent offers every command a file to say why it failed in (dbt tasks do).
+    assert "leoflow-exit-reason" in task_env.pop("LEOFLOW_EXIT_REASON_FILE")
     expected = {
         **_expected_base(),
         "GREETING": "bonjour",
