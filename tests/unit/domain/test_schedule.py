@@ -163,8 +163,13 @@ def test_catchup_across_spring_forward() -> None:
         start_date=datetime(2025, 3, 29, tzinfo=UTC),
     )
     due = due_runs(s, None, ts(2025, 4, 1, 12), 0)
-    # 02:30 does not exist on Mar 30: three runs, not four.
-    assert due == [ts(2025, 3, 29, 1, 30), ts(2025, 3, 31, 0, 30), ts(2025, 4, 1, 0, 30)]
+    # 02:30 does not exist on Mar 30: that day's run is at the jump (03:00 CEST), none lost.
+    assert due == [
+        ts(2025, 3, 29, 1, 30),
+        ts(2025, 3, 30, 1, 0),
+        ts(2025, 3, 31, 0, 30),
+        ts(2025, 4, 1, 0, 30),
+    ]
 
 
 def test_catchup_across_fall_back_runs_the_repeated_time_once() -> None:
