@@ -189,3 +189,13 @@ def test_due_runs_are_strictly_increasing_and_after_last() -> None:
     due = due_runs(s, last, ts(2025, 11, 2, 8), 0)
     assert due and due[0] > last
     assert all(a < b for a, b in pairwise(due))
+
+
+def test_next_fires_start_at_start_date_and_count() -> None:
+    from leoflow.domain.schedule import next_fires
+
+    s = spec("0 3 * * *", start_date=datetime(2025, 6, 10, 3, tzinfo=UTC))
+    fires = next_fires(s, datetime(2025, 1, 1, tzinfo=UTC), 2)
+    assert [f.timestamp() for f in fires] == [ts(2025, 6, 10, 3), ts(2025, 6, 11, 3)]
+    later = next_fires(s, datetime(2025, 7, 1, 12, tzinfo=UTC), 1)
+    assert [f.timestamp() for f in later] == [ts(2025, 7, 2, 3)]
