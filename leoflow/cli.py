@@ -109,6 +109,53 @@ def _note_catchup(args: argparse.Namespace, spec: Any) -> None:
         )
 
 
+# -------------------------------------------------------------------- dags next
+
+
+def cmd_dags_next(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from leoflow.domain.loader import DagFileError, LoadOptions
+    from leoflow.domain.schedule import next_fires
+    from leoflow.lite import resolve_target
+
+    if not 1 <= args.n <= 1000:
+        print("leoflow: -n must be between 1 and 1000", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        after = datetime.fromisoformat(args.after) if args.after else datetime.now(UTC)
+    except ValueError:
+        print(f"leoflow: --after {args.after!r} is not an ISO 8601 time", file=sys.stderr)
+        return EXIT_USAGE
+    after = after if after.tzinfo is not None else after.replace(tzinfo=UTC)
+    dags_dir = Path(args.dags) if args.dags else None
+    if dags_dir is None and not Path(args.target).suffix:
+        dags_dir = _settings(args).dags_folder
+    try:
+        loaded = resolve_target(args.target, dags_dir, LoadOptions())
+    except DagFileError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_FAILED
+    except LookupError as exc:
+        print(f"leoflow: {exc.args[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    spec = loaded.spec
+    if spec.schedule is None:
+        print(f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr)
+        return EXIT_FAILED
+    zone = ZoneInfo(spec.timezone)
+    print(f"{spec.dag_id}: {spec.schedule!r} in {spec.timezone}")
+    fires = next_fires(spec, after, args.n)
+    for fire in fires:
+        local = fire.astimezone(zone)
+        zone_name = f"{local:%Z}"
+        print(f"{local:%Y-%m-%d %H:%M %a} {zone_name:<5} ({local:%z})   {fire:%Y-%m-%d %H:%M} UTC")
+    if len(fires) < args.n:
+        print(f"(no further fire times in the next years: {len(fires)} of {args.n})")
+    return EXIT_OK
+
+
 # ------------------------------------------------------------------------- run
 
 
@@ -396,6 +443,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("--pools", help="comma-separated pool names that exist")
     validate.set_defaults(func=cmd_dags_validate)
+    nxt = dags.add_parser("next", help="print a DAG's next fire times, local and UTC")
+    nxt.add_argument("target", help="a DAG file, or a dag_id found in --dags")
+    nxt.add_argument(
+        "--dags", help="folder to look the dag_id up in (default: dags_folder or ./dags)"
+    )
+    nxt.add_argument("-n", type=int, default=5, help="how many fire times (default 5)")
+    nxt.add_argument("--after", help="ISO 8601 time to count from (default now; naive is UTC)")
+    nxt.set_defaults(func=cmd_dags_next)
 
     run = sub.add_parser("run", help="run one DAG once, to completion, in this process")
     run.add_argument("target", help="a DAG file, or a dag_id found in --dags")

@@ -24,6 +24,7 @@ from leoflow.api.schemas import (
 from leoflow.api.snapshot import admission_snapshot, run_gate, task_info
 from leoflow.domain.explain import RunInfo, explain
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
+from leoflow.domain.trigger_rules import TriggerRule
 from leoflow.store.rows import TaskChange, TaskInstanceRow
 
 router = APIRouter(prefix="/api/v1/dags/{dag_id}/runs/{run_id}/tasks", tags=["task instances"])
@@ -177,6 +178,7 @@ async def why_waiting(dag_id: str, run_id: str, task_id: str, ctx: Ctx, who: Vie
         run_info,
         now=ctx.clock(),
         depends_on=task_spec.depends_on if task_spec is not None else (),
+        trigger_rule=task_spec.trigger_rule if task_spec is not None else TriggerRule.ALL_SUCCESS,
         run_task_states={t.task_id: t.state for t in tis},
         gate=gate,
         snapshot=snapshot,

@@ -1,8 +1,15 @@
 """Five-field cron expressions evaluated in a time zone, without third-party code.
 
-Day-of-month and day-of-week follow Vixie cron: when both are restricted a day
-matches if either does. Local times that a DST jump skips do not fire; a local
-time that occurs twice fires once, at its first occurrence.
+Fields follow croniter (what Airflow uses), checked against it by a differential
+test: when day-of-month and day-of-week are both restricted (anything but a bare
+``*``) a day matches if either does. Daylight saving time, as Airflow treats it:
+
+- a schedule whose hour field covers every hour (``0 * * * *``, ``*/5 * * * *``)
+  runs in elapsed time: it fires in both passes of the repeated autumn hour, and
+  an hourly job keeps firing once per real hour across the spring jump;
+- any other schedule fires once per local wall-clock time: a time that occurs
+  twice fires at its first occurrence, and a time the spring jump skips fires at
+  the jump itself (``30 2 * * *`` in Berlin runs at 03:00 CEST that night).
 """
 
 from __future__ import annotations
@@ -40,6 +47,26 @@ _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _HORIZON_DAYS = 366 * 9
 
 
+_EVERY_HOUR = frozenset(range(24))
+
+
+def _first_instant_at(local: datetime, zone: ZoneInfo) -> datetime:
+    """The first instant (UTC) at which the local clock reads ``local`` or later.
+
+    For a repeated time that is its first occurrence; for a time a DST jump skips,
+    the jump itself.
+    """
+    first = local.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    if first.astimezone(zone).replace(tzinfo=None) == local:
+        return first
+    # Skipped: fold=1 reads the time with the offset after the jump, which lands
+    # before it; the jump is the first minute from there whose local time is later.
+    instant = local.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    while instant.astimezone(zone).replace(tzinfo=None) < local:
+        instant += timedelta(minutes=1)
+    return instant
+
+
 class CronError(ValueError):
     """The expression is not valid cron; the message says which field and why."""
 
@@ -68,13 +95,16 @@ def _parse_field(text: str, lo: int, hi: int, names: dict[str, int], field: str)
     values: set[int] = set()
     for part in text.split(","):
         step = 1
-        if "/" in part:
+        stepped = "/" in part
+        if stepped:
             part, step_text = part.split("/", 1)
             if not step_text.isdigit() or int(step_text) == 0:
                 raise CronError(f"{field}: step {step_text!r} must be a positive number")
             step = int(step_text)
+        # In day-of-week, 7 is Sunday only when written; ``*`` and ``N/s`` stop at 6 (croniter).
+        top = 6 if field == "day of week" else hi
         if part == "*":
-            start, end = lo, hi
+            start, end = lo, top
         elif "-" in part:
             a, b = part.split("-", 1)
             start, end = _value(a, lo, hi, names, field), _value(b, lo, hi, names, field)
@@ -82,7 +112,7 @@ def _parse_field(text: str, lo: int, hi: int, names: dict[str, int], field: str)
                 raise CronError(f"{field}: range {part!r} runs backwards")
         else:
             start = _value(part, lo, hi, names, field)
-            end = hi if step > 1 else start
+            end = top if stepped else start  # ``N/s`` is ``N-max/s``, even when s is 1
         values.update(range(start, end + 1, step))
     return frozenset(values)
 
@@ -135,6 +165,8 @@ class CronSchedule:
             days=parsed[2],
             months=parsed[3],
             weekdays=weekdays,
+            # As croniter (so Airflow), not Vixie cron: only a bare ``*`` leaves a day field
+            # unrestricted, so ``*/2`` in day-of-month ORs with a restricted day-of-week.
             dom_restricted=parts[2] != "*",
             dow_restricted=parts[4] != "*",
         )
@@ -152,6 +184,31 @@ class CronSchedule:
 
     def next_after(self, moment: datetime) -> datetime | None:
         """The first fire time strictly after ``moment`` (aware), in UTC; None if none."""
+        if self.hours == _EVERY_HOUR:
+            return self._next_elapsed(moment)
+        return self._next_wall_clock(moment)
+
+    def _next_elapsed(self, moment: datetime) -> datetime | None:
+        # Walk real minutes, reading each on the local clock: both passes of a
+        # repeated hour are real time, and a skipped hour is simply not there.
+        zone = ZoneInfo(self.timezone)
+        now = moment.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        limit = now + timedelta(days=_HORIZON_DAYS)
+        while now < limit:
+            local = now.astimezone(zone)
+            if local.month not in self.months or not self._day_matches(local):
+                midnight = datetime(local.year, local.month, local.day) + timedelta(days=1)
+                now = max(now + timedelta(minutes=1), _first_instant_at(midnight, zone))
+                continue
+            if local.minute not in self.minutes:
+                later = [m for m in self.minutes if m > local.minute]
+                step = (min(later) if later else 60 + min(self.minutes)) - local.minute
+                now += timedelta(minutes=step)
+                continue
+            return now
+        return None
+
+    def _next_wall_clock(self, moment: datetime) -> datetime | None:
         zone = ZoneInfo(self.timezone)
         local = moment.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
         local += timedelta(minutes=1)
@@ -172,11 +229,7 @@ class CronSchedule:
             if local.minute not in self.minutes:
                 local += timedelta(minutes=1)
                 continue
-            candidate = local.replace(tzinfo=zone, fold=0)
-            as_utc = candidate.astimezone(UTC)
-            if as_utc.astimezone(zone).replace(tzinfo=None) != local:
-                local += timedelta(minutes=1)  # skipped by a DST jump forward
-                continue
+            as_utc = _first_instant_at(local, zone)
             if as_utc <= moment:
                 local += timedelta(minutes=1)  # second pass through a repeated hour
                 continue

@@ -22,6 +22,7 @@ from pydantic import (
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
+from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
 
 DAG_ID_PATTERN = r"^[a-z0-9_-]{1,200}$"
 TASK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
@@ -79,6 +80,17 @@ def _command(value: object) -> object:
 
 
 Command = Annotated[list[str] | str, BeforeValidator(_command)]
+
+
+def _trigger_rule(value: object) -> object:
+    if isinstance(value, str) and value in TRIGGER_RULES:
+        return value
+    raise ValueError(
+        f"unknown trigger rule {_short(value)}; expected one of: {', '.join(TRIGGER_RULES)}"
+    )
+
+
+TriggerRuleField = Annotated[TriggerRule, BeforeValidator(_trigger_rule)]
 
 
 def _scalar_to_str(value: Any) -> Any:
@@ -155,6 +167,7 @@ class TaskFields(_Strict):
     image: OneLine | None = None
     env: EnvVars | None = None
     depends_on: list[str] | None = None
+    trigger_rule: TriggerRuleField | None = None
     retries: int | None = Field(None, ge=0, le=100)
     retry_delay: Duration | None = None
     timeout: Duration | None = None
@@ -174,6 +187,7 @@ class TaskSpec(_Strict):
     image: OneLine | None = None
     env: EnvVars = Field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
+    trigger_rule: TriggerRuleField = TriggerRule.ALL_SUCCESS
     retries: int = Field(0, ge=0, le=100)
     retry_delay: Duration = 0.0
     timeout: Duration | None = None
@@ -236,6 +250,10 @@ class DagSpec(_Strict):
             for upstream in task.depends_on:
                 out[upstream].append(task.task_id)
         return out
+
+    def leaves(self) -> tuple[str, ...]:
+        """Tasks no other task depends on: they decide the run's outcome."""
+        return tuple(sorted(t for t, downs in self.downstream().items() if not downs))
 
     def pools(self) -> set[str]:
         return {task.pool for task in self.tasks.values()}

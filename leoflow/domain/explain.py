@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from leoflow.domain.admission import Admission, Candidate
 from leoflow.domain.durations import format_duration
 from leoflow.domain.states import TASK_TERMINAL, RunState, TaskState
+from leoflow.domain.trigger_rules import Counts, Decision, TriggerRule, decide, waiting_message
 
-_OK_UPSTREAM = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
 _BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 
 
@@ -175,34 +175,53 @@ def _admission_reason(ti: TaskInfo, snapshot: AdmissionSnapshot) -> Explanation:
 
 
 def _upstream_reason(
-    ti: TaskInfo, depends_on: Sequence[str], states: Mapping[str, TaskState]
+    ti: TaskInfo,
+    depends_on: Sequence[str],
+    states: Mapping[str, TaskState],
+    rule: TriggerRule,
 ) -> Explanation:
-    pending = tuple(
-        (u, states.get(u, TaskState.NONE)) for u in depends_on if states.get(u) not in _OK_UPSTREAM
-    )
-    failed = [u for u, s in pending if s in _BAD_UPSTREAM]
-    if failed:
+    upstream_states = [states.get(u, TaskState.NONE) for u in depends_on]
+    counts = Counts.of(upstream_states)
+    decision = decide(rule, counts)
+    if decision is Decision.UPSTREAM_FAILED:
+        failed = [u for u, s in zip(depends_on, upstream_states, strict=True) if s in _BAD_UPSTREAM]
         return Explanation(
             ti.state,
             False,
             "upstream_failed",
             "upstream task(s) " + ", ".join(failed) + " failed: the scheduler marks it"
             " upstream_failed on its next tick",
-            upstreams=pending,
+            upstreams=tuple((u, s) for u, s in zip(depends_on, upstream_states, strict=True)),
         )
-    if not pending:
+    if decision is Decision.SKIP:
+        return Explanation(
+            ti.state,
+            False,
+            "skipped",
+            f"trigger rule {rule.value} can no longer be met: the scheduler marks it skipped"
+            " on its next tick",
+            upstreams=tuple((u, s) for u, s in zip(depends_on, upstream_states, strict=True)),
+        )
+    if decision is Decision.RUN:
         return Explanation(
             ti.state,
             False,
             "schedule_next_tick",
-            "its upstreams are done: the scheduler schedules it on its next tick",
+            f"trigger rule {rule.value} is met: the scheduler schedules it on its next tick",
         )
+    pending = tuple(
+        (u, s) for u, s in zip(depends_on, upstream_states, strict=True) if s not in TASK_TERMINAL
+    )
     unfinished = ", ".join(f"{u} ({s.value})" for u, s in pending)
+    if rule is TriggerRule.ALL_SUCCESS:  # the default reads best without naming it
+        message = f"waiting for {len(pending)} of {len(depends_on)} upstream task(s): {unfinished}"
+    else:
+        message = f"{waiting_message(rule, counts)}: {unfinished}"
     return Explanation(
         ti.state,
         True,
         "upstream",
-        f"waiting for {len(pending)} of {len(depends_on)} upstream task(s): {unfinished}",
+        message,
         used=len(depends_on) - len(pending),
         limit=len(depends_on),
         upstreams=pending,
@@ -267,6 +286,7 @@ def explain(
     depends_on: Sequence[str] = (),
     run_task_states: Mapping[str, TaskState] | None = None,
     gate: RunGate | None = None,
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS,
     snapshot: AdmissionSnapshot | None = None,
 ) -> Explanation:
     """Why ``ti`` is not running (yet), or what it is doing.
@@ -308,7 +328,7 @@ def explain(
     if state is TaskState.NONE:
         if run_task_states is None:
             raise ValueError("a task in state none needs its run's task states")
-        return _upstream_reason(ti, depends_on, run_task_states)
+        return _upstream_reason(ti, depends_on, run_task_states, trigger_rule)
     if snapshot is None:
         raise ValueError("a scheduled task needs the admission snapshot")
     return _admission_reason(ti, snapshot)

@@ -1,5 +1,6 @@
-"""How a run moves forward: which tasks become ready, which are upstream_failed,
-and what a finished try turns into. Pure functions over states, no I/O.
+"""How a run moves forward: which tasks become ready, which are upstream_failed or
+skipped (by their trigger rules), what a finished try turns into, and how the run
+ends. Pure functions over states, no I/O.
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from leoflow.domain.dag import DagSpec
-from leoflow.domain.states import TaskState
+from leoflow.domain.states import TASK_TERMINAL, RunState, TaskState
+from leoflow.domain.trigger_rules import Counts, Decision, decide
 
-_OK_UPSTREAM = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
 _BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 # A try that ended for one of these reasons is not retried: retrying cannot help.
 NOT_RETRYABLE = frozenset({"cancelled", "secret"})
@@ -54,28 +55,53 @@ def topological_order(spec: DagSpec) -> tuple[str, ...]:
 class Readiness:
     ready: tuple[str, ...]
     upstream_failed: tuple[tuple[str, tuple[str, ...]], ...]  # task, the failed upstreams
+    skipped: tuple[tuple[str, tuple[str, ...]], ...] = ()  # task, the upstreams that decided it
 
 
 def evaluate(spec: DagSpec, order: tuple[str, ...], states: Mapping[str, TaskState]) -> Readiness:
-    """Tasks still in ``none`` whose upstreams all succeeded, and those that can never run.
+    """Tasks still in ``none`` whose trigger rule is met, and those that can never run.
 
-    Walks in topological order so an upstream_failed marking reaches every
-    task below a failure in one pass.
+    Walks in topological order so an upstream_failed or skipped marking reaches
+    every task below it in one pass, as Airflow's skips propagate.
     """
     current = dict(states)
     ready: list[str] = []
     failed: list[tuple[str, tuple[str, ...]]] = []
+    skipped: list[tuple[str, tuple[str, ...]]] = []
     for task_id in order:
         if current[task_id] is not TaskState.NONE:
             continue
-        upstreams = spec.tasks[task_id].depends_on
-        bad = tuple(u for u in upstreams if current[u] in _BAD_UPSTREAM)
-        if bad:
-            current[task_id] = TaskState.UPSTREAM_FAILED
-            failed.append((task_id, bad))
-        elif all(current[u] in _OK_UPSTREAM for u in upstreams):
+        task = spec.tasks[task_id]
+        upstream_states = [current[u] for u in task.depends_on]
+        decision = decide(task.trigger_rule, Counts.of(upstream_states))
+        if decision is Decision.RUN:
             ready.append(task_id)
-    return Readiness(tuple(ready), tuple(failed))
+        elif decision is Decision.UPSTREAM_FAILED:
+            current[task_id] = TaskState.UPSTREAM_FAILED
+            failed.append(
+                (task_id, tuple(u for u in task.depends_on if current[u] in _BAD_UPSTREAM))
+            )
+        elif decision is Decision.SKIP:
+            current[task_id] = TaskState.SKIPPED
+            skipped.append(
+                (task_id, tuple(u for u in task.depends_on if current[u] in TASK_TERMINAL))
+            )
+    return Readiness(tuple(ready), tuple(failed), tuple(skipped))
+
+
+def final_state(spec: DagSpec, states: Mapping[str, TaskState]) -> RunState | None:
+    """The run's final state once every task instance is terminal, else None.
+
+    Airflow's rule: the run failed if any *leaf* task (one nothing depends on)
+    failed or is upstream_failed; otherwise it succeeded. So a failure that an
+    ``all_done`` cleanup leaf absorbs does not fail the run, and a DAG of only
+    ``all_success`` tasks fails exactly when any task failed.
+    """
+    if any(state not in TASK_TERMINAL for state in states.values()):
+        return None
+    if any(states[leaf] in _BAD_UPSTREAM for leaf in spec.leaves()):
+        return RunState.FAILED
+    return RunState.SUCCESS
 
 
 def after_try(reason: str, try_number: int, max_tries: int) -> TaskState:
@@ -124,5 +150,5 @@ def end_of_try(
 
 
 def waiting_on(spec: DagSpec, task_id: str, states: Mapping[str, TaskState]) -> tuple[str, ...]:
-    """The upstreams a task in ``none`` still waits for."""
-    return tuple(u for u in spec.tasks[task_id].depends_on if states[u] not in _OK_UPSTREAM)
+    """The upstreams a task in ``none`` still waits for (those not finished)."""
+    return tuple(u for u in spec.tasks[task_id].depends_on if states[u] not in TASK_TERMINAL)

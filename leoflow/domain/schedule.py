@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from leoflow.domain.cron import CronSchedule
 from leoflow.domain.dag import DagSpec
@@ -63,5 +63,26 @@ def _fires(cron: CronSchedule, base: float, now: float, limit: int | None) -> li
         if fire is None or fire.timestamp() > now:
             break
         fires.append(fire.timestamp())
+        moment = fire
+    return fires
+
+
+def next_fires(spec: DagSpec, after: datetime, count: int) -> list[datetime]:
+    """The DAG's next ``count`` fire times strictly after ``after`` (UTC), none before
+    ``start_date``; fewer when the schedule runs out, none without a schedule."""
+    cron = spec.cron()
+    if cron is None:
+        return []
+    moment = after
+    if spec.start_date is not None:
+        start = spec.start_date
+        start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
+        moment = max(moment, start - timedelta(microseconds=1))  # a fire at start_date runs
+    fires: list[datetime] = []
+    while len(fires) < count:
+        fire = cron.next_after(moment)
+        if fire is None:
+            break
+        fires.append(fire)
         moment = fire
     return fires

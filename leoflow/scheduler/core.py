@@ -36,9 +36,9 @@ from leoflow.domain.execution import (
     TaskStarted,
 )
 from leoflow.domain.explain import LAUNCH_WAITING_REASONS
-from leoflow.domain.progress import end_of_try, evaluate, waiting_on
+from leoflow.domain.progress import end_of_try, evaluate, final_state, waiting_on
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
-from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState, run_outcome
+from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler import metrics
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
@@ -604,6 +604,16 @@ class Scheduler:
                 reason="upstream_failed",
                 message="upstream failed: " + ", ".join(failed_upstreams),
             )
+        for task_id, deciding in readiness.skipped:
+            rule = run.spec.tasks[task_id].trigger_rule
+            self._move(
+                run.tasks[task_id],
+                TaskState.SKIPPED,
+                batch,
+                ended_at=now,
+                reason="skipped",
+                message=f"trigger rule {rule} can no longer be met: " + ", ".join(deciding),
+            )
         for task_id in readiness.ready:
             ti = run.tasks[task_id]
             self._move(ti, TaskState.SCHEDULED, batch, ready_at=now)
@@ -680,7 +690,7 @@ class Scheduler:
         for run in list(self.runs.values()):
             if run.state is not RunState.RUNNING:
                 continue
-            outcome = run_outcome(list(run.states().values()))
+            outcome = final_state(run.spec, run.states())
             if outcome is None:
                 continue
             failed = [t for t, ti in run.tasks.items() if ti.state is TaskState.FAILED]

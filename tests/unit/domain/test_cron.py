@@ -206,11 +206,20 @@ def test_local_day_decides_dow() -> None:
     assert fires("30 0 * * 1", utc(2025, 6, 20), 1, "Asia/Tokyo") == [utc(2025, 6, 22, 15, 30)]
 
 
-def test_spring_forward_skipped_local_time_does_not_fire() -> None:
-    # 02:30 does not exist in Berlin on 2025-03-30.
+def test_spring_forward_skipped_local_time_fires_at_the_jump() -> None:
+    # 02:30 does not exist in Berlin on 2025-03-30: the daily run happens at the jump
+    # (02:00 CET -> 03:00 CEST, 01:00 UTC), as croniter and Vixie cron do; no day is lost.
     assert fires("30 2 * * *", utc(2025, 3, 29, 12), 2, BERLIN) == [
+        utc(2025, 3, 30, 1, 0),  # 03:00 CEST
         utc(2025, 3, 31, 0, 30),  # 02:30 CEST
-        utc(2025, 4, 1, 0, 30),
+    ]
+
+
+def test_spring_forward_several_skipped_times_fire_once_at_the_jump() -> None:
+    assert fires("0,30 2,3 * * *", utc(2025, 3, 29, 23), 3, BERLIN) == [
+        utc(2025, 3, 30, 1, 0),  # 02:00, 02:30 and 03:00 CEST all at the jump
+        utc(2025, 3, 30, 1, 30),  # 03:30 CEST
+        utc(2025, 3, 31, 0, 0),
     ]
 
 
@@ -229,10 +238,11 @@ def test_fall_back_repeated_local_time_fires_once_at_first_occurrence() -> None:
     ]
 
 
-def test_fall_back_hourly_does_not_repeat_the_hour() -> None:
+def test_fall_back_hourly_fires_every_real_hour() -> None:
+    # As Airflow (and croniter): an hourly job runs in elapsed time, so the repeated
+    # 02:00 fires twice: 02:00 CEST (00:00 UTC) and 02:00 CET (01:00 UTC).
     result = fires("0 * * * *", utc(2025, 10, 25, 23, 30), 3, BERLIN)
-    # 02:00 CEST (00:00 UTC), then the repeated 02:00 CET (01:00 UTC) is skipped, then 03:00 CET.
-    assert result == [utc(2025, 10, 26, 0), utc(2025, 10, 26, 2), utc(2025, 10, 26, 3)]
+    assert result == [utc(2025, 10, 26, 0), utc(2025, 10, 26, 1), utc(2025, 10, 26, 2)]
 
 
 def test_fall_back_from_inside_the_second_pass() -> None:
@@ -243,7 +253,7 @@ def test_fall_back_from_inside_the_second_pass() -> None:
 
 def test_fall_back_every_minute_stays_increasing() -> None:
     result = fires("* * * * *", utc(2025, 10, 26, 0, 58), 3, BERLIN)
-    assert result == [utc(2025, 10, 26, 0, 59), utc(2025, 10, 26, 2, 0), utc(2025, 10, 26, 2, 1)]
+    assert result == [utc(2025, 10, 26, 0, 59), utc(2025, 10, 26, 1, 0), utc(2025, 10, 26, 1, 1)]
 
 
 # --- errors name the field
@@ -385,7 +395,7 @@ def test_no_fire_is_missed(tz: str, start: datetime, step: int) -> None:
     probe = moment + timedelta(minutes=1)
     while probe < fire:
         local = probe.astimezone(zone)
-        # An earlier matching minute may only be the second pass through a repeated hour.
-        assert local.minute % step != 0 or local.fold == 1, (tz, probe, fire)
+        # Every-hour schedules run in elapsed time: no matching real minute is passed over.
+        assert local.minute % step != 0, (tz, probe, fire)
         probe += timedelta(minutes=1)
     assert fire.astimezone(zone).minute % step == 0

@@ -143,8 +143,12 @@ def test_upstreams_named_with_their_states() -> None:
 
 def test_upstreams_done_or_failed() -> None:
     target = ti(3, TaskState.NONE)
-    done = explain(target, RUN, now=NOW, depends_on=["a"], run_task_states={"a": TaskState.SKIPPED})
+    done = explain(target, RUN, now=NOW, depends_on=["a"], run_task_states={"a": TaskState.SUCCESS})
     assert done.reason == "schedule_next_tick" and not done.waiting
+    skipped = explain(
+        target, RUN, now=NOW, depends_on=["a"], run_task_states={"a": TaskState.SKIPPED}
+    )
+    assert skipped.reason == "skipped" and not skipped.waiting
     failed = explain(
         target, RUN, now=NOW, depends_on=["a"], run_task_states={"a": TaskState.FAILED}
     )

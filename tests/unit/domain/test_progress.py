@@ -103,11 +103,15 @@ def test_only_tasks_in_none_are_considered() -> None:
     assert evaluate(CHAIN, topological_order(CHAIN), given).ready == ()
 
 
-def test_skipped_upstream_counts_as_ok() -> None:
+def test_skipped_upstream_skips_all_success_tasks_down_the_graph() -> None:
+    # Airflow: all_success with a skipped upstream is skipped, and the skip propagates.
     result = evaluate(DIAMOND, topological_order(DIAMOND), states(DIAMOND, a=T.SKIPPED))
-    assert result.ready == ("b", "c")
+    assert result.ready == ()
+    assert [t for t, _ in result.skipped] == ["b", "c", "d"]
+    assert dict(result.skipped)["b"] == ("a",)
     mixed = states(DIAMOND, a=T.SUCCESS, b=T.SKIPPED, c=T.SUCCESS)
-    assert evaluate(DIAMOND, topological_order(DIAMOND), mixed).ready == ("d",)
+    result = evaluate(DIAMOND, topological_order(DIAMOND), mixed)
+    assert result.ready == () and [t for t, _ in result.skipped] == ["d"]
 
 
 def test_upstream_failed_propagates_down_a_chain_in_one_pass() -> None:

@@ -163,8 +163,13 @@ def test_catchup_across_spring_forward() -> None:
         start_date=datetime(2025, 3, 29, tzinfo=UTC),
     )
     due = due_runs(s, None, ts(2025, 4, 1, 12), 0)
-    # 02:30 does not exist on Mar 30: three runs, not four.
-    assert due == [ts(2025, 3, 29, 1, 30), ts(2025, 3, 31, 0, 30), ts(2025, 4, 1, 0, 30)]
+    # 02:30 does not exist on Mar 30: that day's run is at the jump (03:00 CEST), none lost.
+    assert due == [
+        ts(2025, 3, 29, 1, 30),
+        ts(2025, 3, 30, 1, 0),
+        ts(2025, 3, 31, 0, 30),
+        ts(2025, 4, 1, 0, 30),
+    ]
 
 
 def test_catchup_across_fall_back_runs_the_repeated_time_once() -> None:
@@ -196,3 +201,13 @@ def test_catchup_takes_a_smaller_limit_and_resumes_where_it_stopped() -> None:
     ]
     assert due_runs(minutely, None, ts(2025, 1, 1), 0, limit=0) == []
     assert len(due_runs(minutely, None, ts(2025, 1, 1), 0, limit=10**9)) == MAX_CATCHUP_RUNS
+
+
+def test_next_fires_start_at_start_date_and_count() -> None:
+    from leoflow.domain.schedule import next_fires
+
+    s = spec("0 3 * * *", start_date=datetime(2025, 6, 10, 3, tzinfo=UTC))
+    fires = next_fires(s, datetime(2025, 1, 1, tzinfo=UTC), 2)
+    assert [f.timestamp() for f in fires] == [ts(2025, 6, 10, 3), ts(2025, 6, 11, 3)]
+    later = next_fires(s, datetime(2025, 7, 1, 12, tzinfo=UTC), 1)
+    assert [f.timestamp() for f in later] == [ts(2025, 7, 2, 3)]
