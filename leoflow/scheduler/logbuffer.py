@@ -79,6 +79,8 @@ class LogBuffer:
             self._kick.clear()
             try:
                 await self.flush()
+            except StoreError as exc:  # the store said why (a full disk at stop): no traceback
+                log.error("writing task output to the store failed; will retry: %s", exc)
             except Exception:
                 log.exception("writing task output to the store failed; will retry")
 
