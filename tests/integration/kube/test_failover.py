@@ -17,8 +17,8 @@ from leoflow.domain.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.kube.client import KubeClient
 from leoflow.kube.leader import ElectionConfig, LeaderElector
-from leoflow.lite import record_dag
-from leoflow.pro import SchedulerReplica
+from leoflow.runtime.lite import record_dag
+from leoflow.runtime.pro import SchedulerReplica
 from leoflow.scheduler.agent_service import AgentService, start_agent_service
 from leoflow.settings import Settings, load_settings
 from leoflow.store import Store

@@ -24,7 +24,7 @@ import pytest
 
 from leoflow.domain.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
-from leoflow.lite import Runtime, open_runtime, record_dag
+from leoflow.runtime.lite import Runtime, open_runtime, record_dag
 from leoflow.settings import load_settings
 
 PY = sys.executable

@@ -1,9 +1,9 @@
 """The CLI over the HTTP API: ``leoflow dags apply|list|pause|unpause``, ``trigger``,
 ``runs``, ``tasks [why]``, ``pools``, ``cancel``, ``clear`` and ``logs --server``.
 
-Wiring (in ``leoflow.cli.build_parser``)::
+Wiring (in ``leoflow.commands.main.build_parser``)::
 
-    from leoflow.remote_cli import add_remote_commands
+    from leoflow.commands.remote import add_remote_commands
     add_remote_commands(sub, dags)          # sub: top-level subparsers, dags: the dags group
 
 and for ``leoflow logs``: ``add_remote_options(logs_parser)``, then call
@@ -460,7 +460,7 @@ def remote_logs(args: argparse.Namespace) -> int:
                 if response.status_code != 200:
                     response.read()
                     raise ApiError(f"{response.status_code}: {_detail(response)}")
-                from leoflow.cli import log_writer
+                from leoflow.commands.main import log_writer
 
                 write = log_writer(args)
                 for chunk in response.iter_bytes():
@@ -530,7 +530,7 @@ def add_remote_commands(sub: Any, dags_sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """A parser with only the API commands (and ``logs``): how ``leoflow.cli`` wires them."""
+    """A parser with only the API commands (and ``logs``)."""
     parser = argparse.ArgumentParser(prog="leoflow")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dags = sub.add_parser("dags", help="DAGs").add_subparsers(

@@ -44,7 +44,7 @@ def _configure_logging(level: str = "WARNING", fmt: str = "text") -> None:
     import logging
 
     if fmt == "json":
-        from leoflow.logs import JsonFormatter
+        from leoflow.commands.jsonlog import JsonFormatter
 
         handler = logging.StreamHandler()
         handler.setFormatter(JsonFormatter())
@@ -118,7 +118,7 @@ def cmd_dags_next(args: argparse.Namespace) -> int:
 
     from leoflow.domain.loader import DagFileError, LoadOptions
     from leoflow.domain.schedule import next_fires
-    from leoflow.lite import resolve_target
+    from leoflow.runtime.lite import resolve_target
 
     if not 1 <= args.n <= 1000:
         print("leoflow: -n must be between 1 and 1000", file=sys.stderr)
@@ -161,7 +161,7 @@ def cmd_dags_next(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from leoflow.domain.loader import DagFileError, LoadOptions
-    from leoflow.lite import resolve_target
+    from leoflow.runtime.lite import resolve_target
 
     settings = _settings(args)
     executor = args.executor or settings.executor
@@ -185,11 +185,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int:
     """The same path for every executor: only where the tasks run differs."""
-    from leoflow.console import Progress, final_table
+    from leoflow.commands.console import Progress, final_table
     from leoflow.domain.loader import DagFileError
     from leoflow.domain.progress import topological_order
     from leoflow.domain.states import RUN_TERMINAL, RunState
-    from leoflow.lite import STOPPED_MESSAGE, announce_ignored, describe_killed, run_dag
+    from leoflow.runtime.lite import STOPPED_MESSAGE, announce_ignored, describe_killed, run_dag
 
     if executor != "kubernetes":
         announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
@@ -233,7 +233,7 @@ async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int
 
 
 def cmd_lite(args: argparse.Namespace) -> int:
-    from leoflow.lite import StartupError, serve
+    from leoflow.runtime.lite import StartupError, serve
 
     settings = _settings(args)
     _configure_logging("INFO" if args.verbose else "WARNING", settings.log_format)
@@ -311,7 +311,7 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     if args.server or os.environ.get("LEOFLOW_SERVER"):
-        from leoflow.remote_cli import remote_logs
+        from leoflow.commands.remote import remote_logs
 
         return remote_logs(args)
     settings = _settings(args)
@@ -397,7 +397,7 @@ async def _logs(settings: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
-    from leoflow.pro import serve_scheduler
+    from leoflow.runtime.pro import serve_scheduler
 
     settings = _settings(args)
     _configure_logging(settings.log_level, settings.log_format)
@@ -425,7 +425,7 @@ def cmd_agent(argv: Sequence[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from leoflow.remote_cli import add_remote_commands, add_remote_options
+    from leoflow.commands.remote import add_remote_commands, add_remote_options
 
     parser = argparse.ArgumentParser(
         prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."

@@ -21,8 +21,8 @@ import sys
 from typing import Any
 
 from leoflow.domain.leadership import Elector
-from leoflow.health import serve_health
-from leoflow.lite import make_executor, scheduler_config
+from leoflow.runtime.health import serve_health
+from leoflow.runtime.lite import make_executor, scheduler_config
 from leoflow.scheduler import metrics
 from leoflow.scheduler.agent_service import start_agent_service
 from leoflow.scheduler.core import Scheduler
@@ -30,7 +30,7 @@ from leoflow.settings import Settings
 from leoflow.store import Store
 from leoflow.store.errors import StoreError
 
-log = logging.getLogger("leoflow.pro")
+log = logging.getLogger("leoflow.runtime.pro")
 
 
 def identity_of(settings: Settings) -> str:

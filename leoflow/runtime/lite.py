@@ -39,7 +39,7 @@ from leoflow.settings import Settings
 from leoflow.store import Store, StoreError
 from leoflow.store.rows import RunRow, TaskChange
 
-log = logging.getLogger("leoflow.lite")
+log = logging.getLogger("leoflow.runtime.lite")
 
 
 class StartupError(Exception):
