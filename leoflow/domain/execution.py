@@ -114,6 +114,12 @@ class Executor(Protocol):
     name: str
     uses_agent: bool
 
+    async def warm(self) -> None:
+        """Get ready for the first launch before the scheduler starts (Lite's agent
+        executor starts its pool agent, so its start-up overlaps the caller's); the
+        executors with nothing to prepare return at once."""
+        ...
+
     async def start(self, report: Report) -> None: ...
 
     async def launch(self, launch: Launch) -> None: ...

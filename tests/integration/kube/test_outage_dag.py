@@ -112,7 +112,12 @@ async def run_through_outage(
     async with FakeKubelet(server, default=Outcome.succeed(after=0.5), namespace=TASK_NS):
         breaker = asyncio.create_task(outage())
         final, runtime = await asyncio.wait_for(
-            run_dag(settings, loaded, executor_name="kubernetes", watch=schedulers.append),
+            run_dag(
+                settings,
+                loaded,
+                executor_name="kubernetes",
+                watch=lambda rt: schedulers.append(rt.scheduler),
+            ),
             scale.outage + 240,
         )
         await breaker
