@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from leoflow.domain.dag import TaskSpec
+if TYPE_CHECKING:  # the DAG models cost ~50 ms to import; Lite starts its agent first
+    from leoflow.domain.dag import TaskSpec
 
 
 @dataclass(frozen=True, slots=True)
