@@ -14,12 +14,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from leoflow.commands import dags, db, lite, logs, pools, roles, run, runs, tasks
-
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
+    from leoflow.commands import dags, db, lite, logs, pools, roles, run, runs, tasks
+
     parser = argparse.ArgumentParser(
         prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
     )
