@@ -124,6 +124,11 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True))
 
 
+def text(key: str) -> Callable[[Any], str]:
+    """A column showing the item's ``key``, empty when null."""
+    return lambda item: item[key] or ""
+
+
 def when(key: str) -> Callable[[Any], str]:
     """A column showing the item's ``key`` (an ISO time) in local time."""
 
@@ -134,3 +139,7 @@ def when(key: str) -> Callable[[Any], str]:
         return datetime.fromisoformat(value).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
     return cell
+
+
+# How a finished thing's columns end: when, and what it said.
+ENDED_AND_MESSAGE = (("ENDED", when("ended_at")), ("MESSAGE", text("message")))

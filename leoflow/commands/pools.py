@@ -64,12 +64,10 @@ def _set(session: httpx.Client, args: argparse.Namespace, name: str, slots: int)
     return EXIT_OK
 
 
+HELP = "pools and their occupancy; 'set NAME SLOTS', 'delete NAME' (admin)"
+
+
 def add_parser(sub: Any) -> None:
-    p = api_parser(
-        sub,
-        "pools",
-        "pools and their occupancy; 'set NAME SLOTS', 'delete NAME' (admin)",
-        cmd_pools,
-    )
+    p = api_parser(sub, "pools", HELP, cmd_pools)
     p.add_argument("words", nargs="*", metavar="list | set NAME SLOTS | delete NAME")
     p.add_argument("--description", help="with 'set': the pool's description")

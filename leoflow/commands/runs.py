@@ -8,6 +8,7 @@ from typing import Any
 
 from leoflow.commands.common import EXIT_OK
 from leoflow.commands.http import (
+    ENDED_AND_MESSAGE,
     ApiError,
     api_command,
     api_parser,
@@ -59,8 +60,7 @@ RUN_COLUMNS = (
     ("RUN", "run_id"),
     ("STATE", "state"),
     ("CREATED", when("created_at")),
-    ("ENDED", when("ended_at")),
-    ("MESSAGE", lambda r: r["message"] or ""),
+    *ENDED_AND_MESSAGE,
 )
 
 

@@ -6,17 +6,9 @@ import argparse
 import sys
 from typing import Any
 
+from leoflow.commands import http
 from leoflow.commands.common import EXIT_OK, EXIT_USAGE
-from leoflow.commands.http import (
-    api_command,
-    api_parser,
-    call,
-    client,
-    get_json,
-    print_json,
-    url,
-    when,
-)
+from leoflow.commands.http import ENDED_AND_MESSAGE, api_command, print_json, url, when
 from leoflow.commands.tables import table_of
 from leoflow.domain.printable import printable
 
@@ -26,8 +18,7 @@ TASK_COLUMNS = (
     ("TRY", lambda t: f"{t['try_number']}/{t['max_tries']}"),
     ("POOL", "pool"),
     ("STARTED", when("started_at")),
-    ("ENDED", when("ended_at")),
-    ("MESSAGE", lambda t: t["message"] or ""),
+    *ENDED_AND_MESSAGE,
 )
 
 
@@ -41,10 +32,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     dag_id, run_id = words
     items: list[dict[str, Any]] = []
-    with client(args) as session:
+    with http.client(args) as session:
         params: dict[str, Any] = {"limit": 1000}
         while True:
-            page = call(
+            page = http.call(
                 session,
                 "GET",
                 f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks",
@@ -62,7 +53,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _why(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> int:
-    data = get_json(args, f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks/{url(task_id)}/why")
+    data = http.get_json(
+        args, f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks/{url(task_id)}/why"
+    )
     if args.json:
         print_json(data)
         return EXIT_OK
@@ -73,7 +66,7 @@ def _why(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> in
 
 
 def add_parser(sub: Any) -> None:
-    p = api_parser(
+    p = http.api_parser(
         sub,
         "tasks",
         "a run's task instances; 'tasks why DAG RUN TASK' says why one waits",
