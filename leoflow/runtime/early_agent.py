@@ -21,6 +21,9 @@ from leoflow.settings import Settings
 if TYPE_CHECKING:
     from leoflow.domain.execution import Executor
 
+# A Unix socket's path must fit sockaddr_un.sun_path (108 bytes on Linux, with its NUL).
+_SUN_PATH_MAX = 107
+
 
 def _default_endpoint(settings: Settings) -> bool:
     return (
@@ -42,6 +45,10 @@ async def early_agent(
 
     socket_dir = tempfile.mkdtemp(prefix="leoflow-run-")
     address = f"unix:{socket_dir}/agent.sock"
+    if len(address) - len("unix:") > _SUN_PATH_MAX:  # a long TMPDIR: the usual path
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        yield settings, None
+        return
     try:
         settings = settings.model_copy(update={"agent_listen": address, "agent_endpoint": address})
         agent = LocalAgentExecutor(settings, agent_endpoint=address)
