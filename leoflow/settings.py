@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -73,6 +72,10 @@ class _YamlFileSource(PydanticBaseSettingsSource):
         super().__init__(settings_cls)
         self._data: dict[str, Any] = {}
         if path is not None:
+            # Here, not at the top: without --config (the usual case) the settings load
+            # sooner, and `leoflow run` starts its agent sooner.
+            import yaml
+
             try:
                 loaded = yaml.safe_load(path.read_text()) or {}
             except (OSError, yaml.YAMLError) as exc:
