@@ -20,10 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leoflow.dbt.project import expander
-from leoflow.domain.dag import DEFAULT_POOL, DagSpec
-from leoflow.domain.execution import Executor
-from leoflow.domain.loader import (
+from leoflow.dagfile.loader import (
     DagFileError,
     LoadedDag,
     LoadOptions,
@@ -32,6 +29,9 @@ from leoflow.domain.loader import (
     load_dag_file,
     load_dag_folder,
 )
+from leoflow.dbt.project import expander
+from leoflow.domain.dag import DEFAULT_POOL, DagSpec
+from leoflow.domain.execution import Executor
 from leoflow.domain.printable import printable
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler.core import Scheduler, SchedulerConfig

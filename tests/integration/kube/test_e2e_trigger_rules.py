@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.domain.loader import LoadOptions, load_dag_file
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import run_dag
 from leoflow.settings import load_settings

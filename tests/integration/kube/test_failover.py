@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.kube.client import KubeClient
 from leoflow.kube.leader import ElectionConfig, LeaderElector

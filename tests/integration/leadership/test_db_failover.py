@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import URL, make_url
 
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import record_dag
 from leoflow.store import Store, TaskSeed

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import Runtime, open_runtime, record_dag
 from leoflow.settings import load_settings

@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
 from leoflow.domain.printable import printable
-from leoflow.domain.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 
 DAG_FILE_SUFFIXES = (".yaml", ".yml")
 PASSTHROUGH_SETTING = "taskPodPassthrough (LEOFLOW_TASK_POD_PASSTHROUGH)"
