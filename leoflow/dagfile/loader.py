@@ -237,7 +237,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
         )
     dbt_tasks: dict[str, dict[str, Any]] = {}
     if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
-        section = section_tasks(raw, path, tasks_raw, defaults_raw, options.dbt)
+        section = section_tasks(raw, str(path), tasks_raw, defaults_raw, options.dbt)
         problems.extend(problem(*_pydantic_problem(err)) for err in section.problems)
         dbt_tasks = section.tasks
     if problems:
