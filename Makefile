@@ -47,7 +47,7 @@ test: $(STAMP) .tools/bin/helm $(DBT_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check leoflow tests benchmarks scripts
 	$(BIN)/ruff format --check leoflow tests benchmarks scripts
-	$(BIN)/mypy leoflow tests/fakekube
+	$(BIN)/mypy leoflow tests
 	$(BIN)/lint-imports
 
 bench: $(STAMP)

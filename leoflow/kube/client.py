@@ -346,7 +346,7 @@ class KubeClient:
 
 async def _read(response: aiohttp.ClientResponse) -> bytes:
     try:
-        return await response.read()  # type: ignore[no-any-return]
+        return await response.read()
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise KubeUnavailable(0, type(exc).__name__, f"reading the answer failed: {exc}") from exc
 

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -48,9 +48,9 @@ async def store(postgres_url: str) -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-def schedulers() -> AsyncIterator[list[Scheduler]]:
+def schedulers() -> Iterator[list[Scheduler]]:
     started: list[Scheduler] = []
-    yield started  # type: ignore[misc]
+    yield started
     for s in started:
         s.stop()
 

@@ -243,7 +243,7 @@ tasks:
             break
         await asyncio.sleep(0.01)
     task_pid, child_pid = (int(p) for p in (marks / "try1").read_text().split())
-    agent = rt.executor._process  # type: ignore[attr-defined]
+    agent = rt.executor._process
     os.kill(agent.pid, signal.SIGKILL)
     try:
         final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 60)
