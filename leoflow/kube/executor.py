@@ -249,7 +249,7 @@ class KubernetesExecutor:
         finished meanwhile is adopted too and its outcome reported at once from the
         pod's status, so the scheduler applies it instead of retrying the try. If
         the cache cannot sync in time every try is adopted: judging them absent from
-        a cache that is not synced would be exactly the mistake DESIGN §7 forbids;
+        a cache that is not synced is what the pod cache's contract forbids;
         the reaper judges them once it syncs.
         """
         assert self.cache is not None, "start() first"

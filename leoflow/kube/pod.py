@@ -1,4 +1,4 @@
-"""The task pod, built by one pure function (DESIGN §7).
+"""The task pod, built by one pure function (docs/ARCHITECTURE.md, Kubernetes).
 
 ``build_pod`` returns the wire JSON of the pod as a plain dict. The defaults pass Pod
 Security Admission ``restricted``; Kubernetes fields a DAG declares under

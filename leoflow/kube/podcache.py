@@ -9,7 +9,7 @@ replace → on any other failure back off with jitter and resume.
 while a watch is open. It turns False as soon as the watch breaks and stays False
 until a watch is open again (resumed) or a list has replaced the cache, because
 nothing may be judged lost from a cache that may have missed a deletion or a
-creation (DESIGN §7).
+creation (docs/ARCHITECTURE.md, Kubernetes).
 
 A watch can also die without breaking: the connection stays open and nothing
 arrives, not even the bookmark an apiserver sends about once a minute. A watch

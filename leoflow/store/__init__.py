@@ -1,5 +1,9 @@
 """The state store: runs, task instances, DAGs, pools, tickets and logs, in SQLite
-(Lite) or PostgreSQL (Pro)."""
+(Lite) or PostgreSQL (Pro).
+
+The only package that talks SQL (SQLAlchemy Core, aiosqlite, asyncpg, Alembic). Imports
+the domain only: never the scheduler, the API, the executors or ``kubernetes_asyncio``.
+"""
 
 from leoflow.store.errors import (
     RunExists,
