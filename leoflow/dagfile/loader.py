@@ -74,7 +74,7 @@ class FolderLoad:
     errors: list[DagFileError] = field(default_factory=list)
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

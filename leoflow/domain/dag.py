@@ -93,7 +93,7 @@ def _trigger_rule(value: object) -> object:
 TriggerRuleField = Annotated[TriggerRule, BeforeValidator(_trigger_rule)]
 
 
-def _scalar_to_str(value: Any) -> Any:
+def _scalar_to_str(value: object) -> object:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -101,7 +101,7 @@ def _scalar_to_str(value: Any) -> Any:
     return value
 
 
-def _env(value: Any) -> Any:
+def _env(value: object) -> object:
     if isinstance(value, dict):
         for key in value:
             if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):

@@ -58,7 +58,7 @@ class DbtSpec(BaseModel):
 
     @field_validator("select", "exclude", mode="before")
     @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
+    def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
     @field_validator("depends_on")

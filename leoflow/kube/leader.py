@@ -29,6 +29,7 @@ from prometheus_client import Counter
 
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import Conflict, KubeError
+from leoflow.kube.objects import JsonObj
 
 log = logging.getLogger("leoflow.kube.leader")
 
@@ -78,15 +79,15 @@ class LeaderElector:
         self.config = config
         self._clock = clock
         self._wall = wall
-        self._observed: tuple[Any, ...] | None = None
+        self._observed: tuple[object, ...] | None = None
         self._observed_at = 0.0
         self._observed_duration = config.lease_duration
-        self._lease: dict[str, Any] | None = None
+        self._lease: JsonObj | None = None
         self.is_leader = False
 
     # --------------------------------------------------------------- the record
 
-    def _spec(self, acquire: bool, previous: dict[str, Any] | None) -> dict[str, Any]:
+    def _spec(self, acquire: bool, previous: JsonObj | None) -> JsonObj:
         now = _micro_time(self._wall())
         old = (previous or {}).get("spec", {})
         transitions = int(old.get("leaseTransitions") or 0)
@@ -100,7 +101,7 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    def _observe(self, lease: dict[str, Any]) -> None:
+    def _observe(self, lease: JsonObj) -> None:
         spec = lease.get("spec", {})
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
         if record != self._observed:

@@ -28,18 +28,17 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import Gone, KubeError
 from leoflow.kube.metrics import CACHE_PODS, CACHE_SYNCED, WATCH_RESTARTS, WATCH_SILENT
+from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import SELECTOR
 from leoflow.kube.records import PodRecord, parse_pod
 
 log = logging.getLogger("leoflow.kube.podcache")
 
 OnChange = Callable[[PodRecord | None, PodRecord | None], None]
-JsonObj = dict[str, Any]
 
 
 class Backoff:
