@@ -15,6 +15,8 @@ from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file
 from leoflow.dbt.project import expander, fingerprint, secret_env_name
 from leoflow.dbt.task import reason_from_output, reason_from_results, run
 
+pytestmark = pytest.mark.slow  # runs dbt
+
 MANIFEST = {
     "metadata": {"project_name": "mini"},
     "nodes": {

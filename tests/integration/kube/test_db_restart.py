@@ -31,6 +31,8 @@ from tests.support.proxy import CuttableProxy
 from .conftest import RELEASE_NS, TASK_NS
 from .test_failover import Node
 
+pytestmark = pytest.mark.slow  # a PostgreSQL restart under a running DAG
+
 OUTAGE = 20.0
 
 DAG = """

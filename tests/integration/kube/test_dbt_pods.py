@@ -26,7 +26,7 @@ from tests.support.dbt import copy_project, dbt_bin, query
 
 from .conftest import TASK_NS
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # runs dbt in pods
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,8 @@ from tests.fakekube import FakeApiServer, FakeKubelet
 
 from .conftest import TASK_NS
 
+pytestmark = pytest.mark.slow  # end to end through pods and real agents
+
 
 @pytest.fixture(autouse=True)
 async def finalize_subprocess_transports() -> AsyncIterator[None]:

@@ -27,6 +27,8 @@ from tests.support.proxy import CuttableProxy
 
 from .conftest import RELEASE_NS, TASK_NS
 
+pytestmark = pytest.mark.slow  # scheduler replicas failing over, real agents
+
 DAG = """
 dag_id: failover
 tasks:

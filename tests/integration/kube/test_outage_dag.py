@@ -29,6 +29,8 @@ from tests.fakekube import FakeApiServer, FakeKubelet, Outcome
 
 from .conftest import TASK_NS
 
+pytestmark = pytest.mark.slow  # an apiserver outage under a running DAG
+
 CREATE = ("create", "", "pods")
 
 

@@ -23,6 +23,8 @@ from tests.support.proxy import CuttableProxy
 
 from .cluster import Scheduler, wait_holder
 
+pytestmark = pytest.mark.slow  # PostgreSQL leadership failover
+
 TIMINGS = {"lease_duration": 6.0, "renew_deadline": 4.0, "retry_period": 0.5}
 
 # `second` waits on a pool with no slots, so the test decides when it may start:
