@@ -2,18 +2,21 @@
 
 Each batch is its own short transaction, so pruning a large backlog never holds
 a long lock: a scheduler sharing the database waits at most one batch (and
-``pause`` lets its writes in between batches). Only runs in a terminal state
+``between`` lets its writes in between batches). Only runs in a terminal state
 (success, failed) that ended before the cutoff are touched, and not one whose
 task instance is still queued or running; a queued or running run is never
 selected, and on PostgreSQL the selected runs are locked (FOR UPDATE) for the
 length of their batch.
+
+Each DAG's latest scheduled run stays, however old (as Airflow's ``db clean``
+keeps it): cron counts the next run from it, and a DAG with catchup would
+otherwise create its runs from the start date again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,13 +75,27 @@ def _count(conn: Connection, table: sa.Table, where: Any) -> int:
 
 
 def _prunable(cutoff: float) -> sa.ColumnElement[bool]:
-    """A run that finished before ``cutoff`` and has no task instance still out."""
+    """A run that finished before ``cutoff``, has no task instance still out, and is
+    not its DAG's latest scheduled run."""
     live = sa.select(_ti.pk).where(_ti.run_pk == _run.pk, _ti.state.in_(_LIVE_TASK))
+    later = dag_runs.alias("later")
+    later_scheduled = sa.select(later.c.pk).where(
+        later.c.dag_id == _run.dag_id,
+        later.c.run_type == "scheduled",
+        later.c.logical_date.is_not(None),
+        sa.or_(
+            later.c.logical_date > _run.logical_date,
+            sa.and_(later.c.logical_date == _run.logical_date, later.c.pk > _run.pk),
+        ),
+    )
     return sa.and_(
         _run.state.in_(_TERMINAL),
         _run.ended_at.is_not(None),
         _run.ended_at < cutoff,
         ~sa.exists(live),
+        sa.or_(
+            _run.run_type != "scheduled", _run.logical_date.is_(None), sa.exists(later_scheduled)
+        ),
     )
 
 
@@ -153,13 +170,14 @@ class RetentionRecords(StoreBase):
         dry_run: bool = False,
         batch: int = DEFAULT_BATCH,
         now: float | None = None,
-        pause: float = 0.0,
+        between: Callable[[], Awaitable[None]] | None = None,
     ) -> PruneCounts:
         """Delete runs that finished more than ``older_than`` seconds ago, and expired tickets.
 
         ``batch`` bounds the runs (and expired tickets) one transaction touches;
-        ``pause`` is slept between batches, so other writers get the database in
-        between; ``dry_run`` counts what would go and deletes nothing.
+        ``between`` is awaited after each batch (the scheduler rests there, so its
+        own writes get the database); ``dry_run`` counts what would go and deletes
+        nothing.
         """
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -180,7 +198,8 @@ class RetentionRecords(StoreBase):
             total.add(counts)
             total.note_batch(counts.runs)
             after_pk = last
-            await asyncio.sleep(pause)
+            if between is not None:
+                await between()
         if dag_id is not None:
             return total  # --dag prunes that DAG's runs, nothing else
         if dry_run:
@@ -193,7 +212,8 @@ class RetentionRecords(StoreBase):
         ):
             total.expired_tickets += gone
             total.note_batch(gone)
-            await asyncio.sleep(pause)
+            if between is not None:
+                await between()
         return total
 
 
