@@ -14,7 +14,7 @@ from typing import Any
 pb: Any = importlib.import_module("leoflow.protocol.leoflow.agent.v1.agent_pb2")
 
 SERVICE = "leoflow.agent.v1.Agent"
-METHODS = ("Exchange", "Start", "Heartbeat", "Logs", "Complete", "ResolveSecret")
+METHODS = ("Exchange", "Start", "Heartbeat", "Logs", "Complete", "ResolveSecret", "Channel")
 
 
 def method_path(method: str) -> str:
