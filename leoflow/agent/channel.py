@@ -26,9 +26,8 @@ from typing import Any
 import grpc
 
 from leoflow.agent.client import CHANNEL_OPTIONS, Refused, Unreachable
-from leoflow.protocol.agent_v1 import method_path, pb
+from leoflow.protocol.agent_v1 import AGENT_ID_METADATA, method_path, pb
 
-AGENT_ID_METADATA = "x-leoflow-agent"
 # A batch's size, roughly: under the endpoint's message limit (1 MiB at the least)
 # with 256 KiB log chunks.
 _BATCH_BYTES = 512 * 1024

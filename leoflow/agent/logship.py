@@ -5,7 +5,7 @@ stream are merged up to ``MAX_CHUNK``. Each chunk carries its offset in the try'
 log and stays in the channel until the endpoint acknowledges it, so a broken
 connection loses nothing: the channel resends what is unacknowledged and the
 endpoint skips what it already stored. At most ``WINDOW`` bytes are unacknowledged
-at once; when more than ``HIGH_WATER`` bytes wait in all, the child's pipes are
+at once; when more than ``HIGH_WATER`` bytes wait behind them, the child's pipes are
 paused, so a fast writer is slowed to the network's pace rather than buffered
 without bound. If a chunk is refused (or cannot be delivered within the connect
 timeout), the rest of the output is read and dropped so the child never blocks on
@@ -76,8 +76,7 @@ class LogShipper:
         self._pending.append((stream, data))
         self._pending_bytes += len(data)
         self._wake.set()
-        waiting = self._pending_bytes + self._unacked_bytes
-        if waiting > HIGH_WATER and not self._paused and self._pause is not None:
+        if self._pending_bytes > HIGH_WATER and not self._paused and self._pause is not None:
             self._paused = True
             self._pause(True)
 
@@ -96,9 +95,9 @@ class LogShipper:
                 await self._wake.wait()
                 continue
             stream, data = self._take()
-            await self._send(stream, data)
-            if self._paused and self._pending_bytes + self._unacked_bytes < LOW_WATER:
+            if self._paused and self._pending_bytes < LOW_WATER:
                 self._set_paused(False)
+            await self._send(stream, data)
         while self._unacked:
             await self._settle_oldest()
 

@@ -4,7 +4,8 @@ every task's messages, each with its own token, each answered on its own.
 Order and independence: the messages of one try (one (task instance, try), whichever
 stream or token brought them) are handled one after another in arrival order, so its
 log chunks are stored in order and before its Complete; different tries proceed
-concurrently, so a slow Start never holds up another task's heartbeat. A message that
+concurrently, so a slow Start never holds up another task. Heartbeats are answered at
+once, queued behind nothing. A message that
 is refused gets its own status in its reply; nothing else on the stream is touched.
 
 A broken stream loses nothing here: what a message had started runs to its end (its
@@ -23,11 +24,10 @@ from typing import Any
 
 import grpc
 
-from leoflow.protocol.agent_v1 import pb
+from leoflow.protocol.agent_v1 import AGENT_ID_METADATA, pb
 from leoflow.scheduler.agent_ops import AgentOps, Refuse, TryKey, parse, status_of
 
 Context = Any  # grpc.aio.ServicerContext; grpc ships no type information
-AGENT_ID_METADATA = "x-leoflow-agent"
 # Replies per ReplyBatch: keeps a batch of Start replies (with environments) well
 # under the message size limit.
 _REPLIES_PER_BATCH = 256
@@ -93,14 +93,14 @@ class ChannelHandler:
             self._answer(stream, item.id, kind, refusal)
             return
         key = (claims.ti_pk, claims.try_number)
-        if kind == "heartbeat" and key not in self._tails:
-            # Served from memory: cheaper inline than as a task of its own.
+        if kind == "heartbeat":
+            # Inline (served from memory, cheaper than a task of its own) and never
+            # queued behind the try's other messages: a log append waiting for a full
+            # disk must not starve the heartbeats that keep the try alive.
             await self._run(stream, item, kind, ops.heartbeat(token))
             return
         work: Awaitable[Any]
-        if kind == "heartbeat":
-            work = ops.heartbeat(token)
-        elif kind == "start":
+        if kind == "start":
             work = ops.start(token, item.start)
         elif kind == "log":
             work = self._log(token, item.log)

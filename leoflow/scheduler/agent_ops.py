@@ -277,13 +277,8 @@ class AgentOps:
             if self._completed.get(key) == resend_key:
                 return pb.CompleteResponse(duplicate=True)
         session, _ = await self.authorize(token)
-        outcome = Outcome(
-            exit_code=request.exit_code,
-            oom_killed=request.oom_killed,
-            timed_out=request.timed_out,
-            message=request.message,
-            not_started=request.not_started,
-        )
+        r = request
+        outcome = Outcome(r.exit_code, r.oom_killed, r.timed_out, r.message, r.not_started)
         await self.backend.complete(session, outcome)
         key = (session.ti_pk, session.try_number)
         self._log_ends.pop(key, None)
