@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from leoflow.domain.admission import Admission, Candidate, WaitReason
+from leoflow.domain.backfill import run_env
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.durations import format_duration
@@ -40,6 +41,7 @@ from leoflow.domain.progress import end_of_try, evaluate, final_state, waiting_o
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler import metrics
+from leoflow.scheduler.backfills import BackfillDriver
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.store import Store
@@ -132,6 +134,7 @@ class Scheduler:
         # The tries that were live when stop() began: their processes are killed, and
         # the next start runs them again.
         self.interrupted: list[TaskMirror] = []
+        self._backfills = BackfillDriver(self)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -662,6 +665,7 @@ class Scheduler:
             task_id=ti.task_id,
             spec=spec,
             ticket=ticket,
+            env=run_env(run.spec, run.logical_date),
         )
 
     async def _launch(self, launch: Launch) -> None:
@@ -933,6 +937,7 @@ class Scheduler:
             return
         await self._sync_definitions()
         await self._create_due_runs()
+        await self._backfills.advance()
         await self._fold_in_agent_writes()
         rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=10_000)
         active = {row.pk for row in rows}

@@ -72,7 +72,7 @@ TASK_FIELDS = frozenset(
 )
 RUN_FIELDS = frozenset({"started_at", "ended_at", "message"})
 # manual: triggered; scheduled: cron; local: created and driven by one `leoflow run` process.
-RUN_TYPES = ("manual", "scheduled", "local")
+RUN_TYPES = ("manual", "scheduled", "local", "backfill")
 
 LOG_CHUNK_BYTES = 256 * 1024
 # Expanding IN lists are cut to this many values (SQLite's variable limit).
