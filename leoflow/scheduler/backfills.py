@@ -17,6 +17,7 @@ from leoflow.store.backfills import (
     BackfillRow,
     backfill_progress,
     finish_backfill,
+    get_backfill,
     link_run,
     list_backfills,
     pending_points,
@@ -57,6 +58,9 @@ class BackfillDriver:
         room = backfill.max_active_runs - progress.active
         if room <= 0:
             return
+        fresh = await get_backfill(store, backfill.pk)
+        if fresh is None or fresh.state != "running":
+            return  # cancelled since the list was read (link_run covers the rest)
         for logical_date in await pending_points(store, backfill.pk, room):
             run_id = backfill_run_id(logical_date, backfill.pk)
             try:
