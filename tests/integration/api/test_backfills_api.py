@@ -97,4 +97,6 @@ async def test_created_listed_and_a_second_one_refused(
     assert [b["pk"] for b in listed.json()] == [pk]
     one = await client.get(f"/api/v1/backfills/{pk}", headers=auth_header("viewer"))
     assert len(one.json()["pending"]) == 9 and one.json()["runs"] == []
-    assert (await client.get("/api/v1/backfills/999", headers=auth_header("viewer"))).status_code == 404
+    assert (
+        await client.get("/api/v1/backfills/999", headers=auth_header("viewer"))
+    ).status_code == 404

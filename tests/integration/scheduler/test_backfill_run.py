@@ -46,7 +46,7 @@ tasks:
 
 async def wait_for(predicate: Any, timeout: float = 120.0) -> None:
     async def loop() -> None:
-        while not await predicate():
+        while not await predicate():  # noqa: ASYNC110 - the store has no event to await
             await asyncio.sleep(0.05)
 
     await asyncio.wait_for(loop(), timeout)

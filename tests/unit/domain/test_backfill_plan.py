@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def test_a_daily_dag_over_january_has_31_points_each_covering_the_day_before() -
     points = plan_backfill(spec("@daily"), day(1), day(31), NOW)  # type: ignore[arg-type]
     assert [p.logical_date for p in points] == [day(n).timestamp() for n in range(1, 32)]
     assert points[0].interval_start == datetime(2025, 12, 31, tzinfo=UTC).timestamp()
-    for before, after in zip(points, points[1:], strict=False):
+    for before, after in itertools.pairwise(points):
         assert after.interval_start == before.logical_date
         assert after.interval_end == after.logical_date
 
