@@ -44,6 +44,7 @@ from leoflow.scheduler import metrics
 from leoflow.scheduler.backfills import BackfillDriver
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.scheduler.notifications import Notifications
 from leoflow.store import Store
 from leoflow.store.errors import RunExists, StaleEpoch
 from leoflow.store.rows import RunRow, TaskChange, TaskSeed
@@ -135,6 +136,8 @@ class Scheduler:
         # the next start runs them again.
         self.interrupted: list[TaskMirror] = []
         self._backfills = BackfillDriver(self)
+        # Webhooks; the runtime gives it the secrets backend (leoflow/lite.py, pro.py).
+        self.notifications = Notifications()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -166,6 +169,7 @@ class Scheduler:
         for task in list(self._background):
             task.cancel()
         await self._logs.stop()
+        await self.notifications.stop()
 
     def register_dags(self, dags: Mapping[str, DagSpec], paused: set[str] | None = None) -> None:
         for dag_id, spec in dags.items():
@@ -394,6 +398,7 @@ class Scheduler:
                 self._advance(run, now, batch)
         self._admit(now, batch)
         self._finish_runs(now, batch)
+        deliveries = self.notifications.collect(batch, self.runs, now)
         try:
             await self._flush(batch)
         except BaseException as exc:
@@ -404,6 +409,7 @@ class Scheduler:
         for item in pending:
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
+        self.notifications.emit(deliveries)
         for launch in batch.launches:
             self._spawn(self._launch(launch))
         for ti_pk, try_number, reason in batch.cancels:
