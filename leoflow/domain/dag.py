@@ -220,6 +220,11 @@ class DagSpec(_Strict):
     catchup: bool = False
     max_active_runs: int = Field(1, ge=1)
     max_active_tasks: int = Field(16, ge=1)
+    # From the logical date (or, without one, the trigger time): a run not done by
+    # then is reported (deadline_missed) and goes on. A run running longer than
+    # run_timeout fails, its tasks stopped.
+    deadline: Duration | None = None
+    run_timeout: Duration | None = None
     tags: tuple[OneLine, ...] = ()
     notify: tuple[NotifyRule, ...] = ()
     tasks: dict[str, TaskSpec]

@@ -42,6 +42,7 @@ from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler import metrics
 from leoflow.scheduler.backfills import BackfillDriver
+from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.notifications import Notifications
@@ -136,6 +137,7 @@ class Scheduler:
         # the next start runs them again.
         self.interrupted: list[TaskMirror] = []
         self._backfills = BackfillDriver(self)
+        self._deadlines = DeadlineWatch(self)
         # Webhooks; the runtime gives it the secrets backend (leoflow/lite.py, pro.py).
         self.notifications = Notifications()
 
@@ -378,6 +380,7 @@ class Scheduler:
         if now - self._last_poll >= self.config.poll_interval:
             self._last_poll = now
             await self._poll_store()
+        await self._deadlines.check(now)
         pending, self._events = self._events, []
         self._ticking = pending
         batch = _Batch()
@@ -763,6 +766,10 @@ class Scheduler:
             self._by_pk[ti.pk] = ti
         self.admission.set_dag_limit(row.dag_id, spec.max_active_tasks)
         return mirror
+
+    async def reload_run(self, run_pk: int) -> None:
+        """Take the run as the store has it now (a collaborator changed it there)."""
+        await self._reload_run(run_pk)
 
     async def _reload_run(self, run_pk: int) -> None:
         row = await self.store.get_run(run_pk)

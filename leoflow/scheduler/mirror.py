@@ -71,6 +71,7 @@ class RunMirror:
     tasks: dict[str, TaskMirror] = field(default_factory=dict)
     dirty: bool = True
     logical_date: float | None = None
+    deadline_missed_at: float | None = None
 
     @classmethod
     def build(cls, row: RunRow, spec: DagSpec, tis: list[TaskInstanceRow]) -> RunMirror:
@@ -84,6 +85,7 @@ class RunMirror:
             spec=spec,
             order=topological_order(spec),
             logical_date=row.logical_date,
+            deadline_missed_at=row.deadline_missed_at,
         )
         for ti in tis:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)

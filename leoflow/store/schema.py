@@ -77,6 +77,8 @@ dag_runs = sa.Table(
     sa.Column("started_at", Time, nullable=True),
     sa.Column("ended_at", Time, nullable=True),
     sa.Column("message", sa.Text, nullable=True),
+    # When the run was found past its DAG's ``deadline`` (migration 0003).
+    sa.Column("deadline_missed_at", Time, nullable=True),
     sa.UniqueConstraint("dag_id", "run_id", name="uq_dag_runs_dag_id_run_id"),
     # Keyset pagination newest-first, overall / per DAG / per state / both.
     sa.Index("ix_dag_runs_dag_id_pk", "dag_id", "pk"),

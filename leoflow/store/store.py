@@ -104,8 +104,9 @@ def _chunks(values: Sequence[Any], size: int) -> list[Sequence[Any]]:
 
 def _run_row(r: Sequence[Any]) -> RunRow:
     return RunRow(
-        r[0], r[1], r[2], RunState(r[3]), r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10]
-    )
+        r[0], r[1], r[2], RunState(r[3]), r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10],
+        r[11],
+    )  # fmt: skip
 
 
 def _ti_row(r: Sequence[Any]) -> TaskInstanceRow:

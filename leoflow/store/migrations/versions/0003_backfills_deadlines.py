@@ -1,9 +1,10 @@
-"""Backfills: a backfill's range and limits, and the cron points it covers.
+"""Backfills and run deadlines.
 
 ``backfills`` holds one row per backfill (its DAG, state, range, max_active_runs,
 who asked). ``backfill_points`` holds one row per cron point of the range, with
 the run made for it once the scheduler has made it (``run_pk``, not a foreign
-key: pruning runs keeps the backfill's history).
+key: pruning runs keeps the backfill's history). ``dag_runs.deadline_missed_at``:
+when the run was found past its DAG's ``deadline``.
 
 Revision ID: 0003
 Revises: 0002
@@ -54,9 +55,12 @@ def upgrade() -> None:
         sa.Column("logical_date", sa.Double, primary_key=True, autoincrement=False),
         sa.Column("run_pk", sa.BigInteger, nullable=True),
     )
+    op.add_column("dag_runs", sa.Column("deadline_missed_at", sa.Double, nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("dag_runs") as table:
+        table.drop_column("deadline_missed_at")
     op.drop_table("backfill_points")
     op.drop_index("ix_backfills_state", table_name="backfills")
     op.drop_table("backfills")
