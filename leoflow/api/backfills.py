@@ -32,10 +32,17 @@ from leoflow.store.backfills import (
 
 router = APIRouter(prefix="/api/v1", tags=["backfills"])
 
+
+class UnprocessableOut(_Out):
+    """A request field FastAPI refused (a list), or a range Leoflow refused (a sentence)."""
+
+    detail: str | list[dict[str, Any]]
+
+
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut},
     409: {"model": ErrorOut},
-    422: {"model": ErrorOut},
+    422: {"model": UnprocessableOut},
 }
 
 
