@@ -8,7 +8,7 @@ secrets backend, POST with a timeout, and retry a 5xx, a 429 or a connection
 error with backoff. Each delivery is logged and counted; a notifier that fails
 changes nothing about the task or the run. The queue is bounded: when webhooks
 are slower than events for long, the newest are dropped (counted, logged).
-Deliveries still queued when the scheduler stops are lost.
+Deliveries still queued when the scheduler stops get a short grace, then are lost.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ DELIVERIES = Counter(
 )
 ATTEMPTS = Counter("leoflow_notification_attempts_total", "Webhook requests sent, retries included")
 
+# Stopping waits this long for queued deliveries (Lite must stop within 3 s).
+STOP_GRACE = 1.5
+
 _TASK_EVENTS: dict[TaskState, NotifyEvent] = {
     TaskState.FAILED: "failure",
     TaskState.UP_FOR_RETRY: "retry",
@@ -68,6 +71,8 @@ class Notifications:
         self._workers: list[asyncio.Task[None]] = []
         self._client: httpx.AsyncClient | None = None
         self._busy = 0
+        self._idle = asyncio.Event()  # set while nothing is queued or in flight
+        self._idle.set()
 
     # ------------------------------------------------------------ loop side
 
@@ -123,12 +128,15 @@ class Notifications:
         if not deliveries:
             return
         queue = self._ensure_started()
+        self._idle.clear()
         for rule, note in deliveries:
             try:
                 queue.put_nowait((rule, note))
             except asyncio.QueueFull:
                 DELIVERIES.labels(event=note.event, outcome="dropped").inc()
                 log.warning("notification queue full: dropped %s %s", note.event, note.subject)
+        if self.pending == 0:
+            self._idle.set()
 
     @property
     def pending(self) -> int:
@@ -147,7 +155,14 @@ class Notifications:
             ]
         return self._queue
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Give queued deliveries up to ``grace`` seconds (``leoflow run`` ends right
+        after its run's last event), then drop the rest."""
+        if self._workers and self.pending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), grace)
+        if self.pending:
+            log.warning("stopping: %d notification(s) not delivered", self.pending)
         for worker in self._workers:
             worker.cancel()
         for worker in self._workers:
@@ -171,6 +186,8 @@ class Notifications:
                 outcome = "failed"
             finally:
                 self._busy -= 1
+                if self.pending == 0:
+                    self._idle.set()
             DELIVERIES.labels(event=note.event, outcome=outcome).inc()
 
     async def _deliver(self, rule: NotifyRule, note: Notification) -> str:
