@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import httpx
 import pytest
 
+from leoflow.domain.states import RunState
 from leoflow.store import Store
 from leoflow.store.backfills import list_backfills
 from tests.integration.api.conftest import auth_header, put_dag
@@ -100,3 +103,27 @@ async def test_created_listed_and_a_second_one_refused(
     assert (
         await client.get("/api/v1/backfills/999", headers=auth_header("viewer"))
     ).status_code == 404
+
+
+async def test_points_with_runs_are_skipped_unless_failed_and_reprocessed(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await put_dag(store, DAILY)
+    for day, end in ((1, RunState.FAILED), (2, RunState.SUCCESS)):
+        stamp = datetime(2026, 1, day, 3, tzinfo=UTC).timestamp()
+        run = await store.create_run(
+            "daily", f"scheduled__{day}", run_type="scheduled", logical_date=stamp, conf={},
+            tasks=[], epoch=None,
+        )  # fmt: skip
+        await store.transition_run(run.pk, RunState.QUEUED, RunState.RUNNING, epoch=None)
+        await store.transition_run(run.pk, RunState.RUNNING, end, epoch=None)
+    span = {"from": "2026-01-01", "to": "2026-01-03T12:00", "dry_run": True}
+    plain = (await client.post(URL, json=span, headers=auth_header("operator"))).json()
+    assert plain["logical_dates"] == ["2026-01-03T03:00:00Z"]
+    assert plain["skipped"] == ["2026-01-01T03:00:00Z", "2026-01-02T03:00:00Z"]
+    again = (
+        await client.post(
+            URL, json={**span, "reprocess_failed": True}, headers=auth_header("operator")
+        )
+    ).json()
+    assert again["logical_dates"] == ["2026-01-01T03:00:00Z", "2026-01-03T03:00:00Z"]
