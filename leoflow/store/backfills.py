@@ -147,21 +147,24 @@ async def list_backfills(
 
 
 async def backfill_progress(store: Store, pk: int) -> BackfillProgress:
+    # A point whose run was pruned since (``leoflow db prune``) counts as neither
+    # pending nor live: its run ended long ago.
+    made = sa.case((_pt.run_pk.is_(None), "pending"), else_=sa.func.coalesce(_run.state, "gone"))
     stmt = (
-        sa.select(_run.state, sa.func.count())
+        sa.select(made, sa.func.count())
         .select_from(backfill_points.outerjoin(dag_runs, _run.pk == _pt.run_pk))
         .where(_pt.backfill_pk == pk)
-        .group_by(_run.state)
+        .group_by(made)
     )
 
-    def op(conn: Connection) -> dict[str | None, int]:
+    def op(conn: Connection) -> dict[str, int]:
         return {state: int(count) for state, count in conn.execute(stmt)}
 
     counts = await store._read(op)
     total = sum(counts.values())
     return BackfillProgress(
         total=total,
-        pending=counts.get(None, 0),
+        pending=counts.get("pending", 0),
         queued=counts.get(RunState.QUEUED.value, 0),
         running=counts.get(RunState.RUNNING.value, 0),
         success=counts.get(RunState.SUCCESS.value, 0),

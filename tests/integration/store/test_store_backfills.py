@@ -19,6 +19,7 @@ from leoflow.store.backfills import (
     pending_points,
     runs_in_range,
 )
+from leoflow.store.retention import prune
 from leoflow.store.rows import TaskSeed
 
 SEED = [TaskSeed("t", "default_pool", 1, 0, 1)]
@@ -92,3 +93,17 @@ async def test_cancel_fails_live_runs_only_and_stops_linking(store: Store) -> No
     assert late_row is not None and late_row.state is RunState.FAILED
     row = await get_backfill(store, pk)
     assert row is not None and row.state == "cancelled" and row.ended_at is not None
+
+
+async def test_a_pruned_run_counts_as_neither_pending_nor_live(store: Store) -> None:
+    pk = await _new(store, [1.0, 2.0])
+    run_pk = await _run(store, "b1", 1.0)
+    assert await link_run(store, pk, 1.0, run_pk, epoch=None)
+    assert await store.transition_run(
+        run_pk, RunState.QUEUED, RunState.FAILED, epoch=None, ended_at=1.0
+    )
+
+    await prune(store, older_than=-60.0, dag_id="d", dry_run=False, batch=10)
+    assert await store.get_run(run_pk) is None
+    progress = await backfill_progress(store, pk)
+    assert (progress.total, progress.pending, progress.active, progress.done) == (2, 1, 0, 0)
