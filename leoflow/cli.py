@@ -501,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs.set_defaults(func=cmd_logs)
 
     add_remote_commands(sub, dags)
+    from leoflow.backfill_cli import add_backfill_command
+
+    add_backfill_command(sub)
 
     scheduler = sub.add_parser(
         "scheduler", help="Pro: the scheduler (leader election, executor, agent endpoint)"

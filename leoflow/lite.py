@@ -35,6 +35,7 @@ from leoflow.domain.execution import Executor
 from leoflow.domain.printable import printable
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
+from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreError
 from leoflow.store.rows import RunRow, TaskChange
@@ -118,6 +119,7 @@ async def open_runtime(settings: Settings, executor_name: str, *, solo: bool = F
         )
         config = scheduler_config(settings, pools, solo=solo)
         scheduler = Scheduler(store, executor, config, epoch=epoch)
+        scheduler.notifications.secrets = DirectorySecrets(settings.resolved_secrets_dir)
         closers: list[Callable[[], Any]] = []
         if lease is not None:
             closers.append(lease.close)

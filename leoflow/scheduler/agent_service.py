@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leoflow.domain.backfill import run_env
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import Executor, TaskFinished, TaskStarted, context_env
 from leoflow.domain.progress import end_of_try
@@ -111,7 +112,7 @@ class SchedulerBackend:
                     raise SessionRefused(
                         "the task instance is no longer waiting for this try to start"
                     )
-                return _start_spec(s, local[1])
+                return _start_spec(s, local[1], await self._run_env(s))
         task = await self._task_spec(s.dag_id, s.task_id)
         if task is None:
             raise SessionRefused("the task's DAG no longer defines it")
@@ -135,7 +136,7 @@ class SchedulerBackend:
             )
             if not resent:  # a Start resent after a lost reply finds its own try running
                 raise SessionRefused("the task instance is no longer waiting for this try to start")
-        return _start_spec(s, task)
+        return _start_spec(s, task, await self._run_env(s))
 
     async def heartbeat(self, s: TaskSession) -> bool:
         scheduler = self._scheduler()
@@ -189,6 +190,19 @@ class SchedulerBackend:
             return False  # it left office (Pro): the store path records it
         return True
 
+    async def _run_env(self, s: TaskSession) -> dict[str, str]:
+        """The run's logical date and data interval, as the task's environment."""
+        scheduler = self._scheduler()
+        ti = scheduler.task(s.ti_pk) if scheduler is not None else None
+        run = scheduler.run_of(ti) if scheduler is not None and ti is not None else None
+        if run is not None:
+            return run_env(run.spec, run.logical_date)
+        row = await self._store.find_run(s.dag_id, s.run_id)
+        cached = self._specs.get(s.dag_id)
+        if row is None or row.logical_date is None or cached is None:
+            return {}
+        return run_env(cached[1], row.logical_date)
+
     async def _task_spec(self, dag_id: str, task_id: str) -> TaskSpec | None:
         dag = await self._store.get_dag(dag_id)
         if dag is None:
@@ -203,8 +217,8 @@ class SchedulerBackend:
 _LIVE = (TaskState.QUEUED, TaskState.RUNNING)
 
 
-def _start_spec(s: TaskSession, spec: TaskSpec) -> StartSpec:
-    env = {**spec.env, **context_env(s.dag_id, s.run_id, s.task_id, s.try_number)}
+def _start_spec(s: TaskSession, spec: TaskSpec, run: dict[str, str]) -> StartSpec:
+    env = {**spec.env, **run, **context_env(s.dag_id, s.run_id, s.task_id, s.try_number)}
     return StartSpec(argv=spec.argv(), env=env, cwd="", timeout_seconds=spec.timeout)
 
 
