@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.backfill import plan_backfill
-from leoflow.domain.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState
 from leoflow.lite import open_runtime, record_dag
 from leoflow.store.backfills import create_backfill, get_backfill

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.domain.loader import LoadOptions, load_dag_file
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState
 from leoflow.lite import run_dag
 from tests.fakekube import FakeApiServer, FakeKubelet

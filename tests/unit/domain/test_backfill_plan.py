@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from leoflow.dagfile.loader import parse_dag
 from leoflow.domain.backfill import (
     MAX_BACKFILL_RUNS,
     BackfillError,
@@ -20,7 +21,6 @@ from leoflow.domain.backfill import (
     run_env,
     select_points,
 )
-from leoflow.domain.loader import parse_dag
 from leoflow.domain.states import RunState
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

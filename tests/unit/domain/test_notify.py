@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.domain.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import DagFileError, parse_dag
 from leoflow.domain.notify import Notification, payload
 
 DAG = """\
