@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from leoflow.domain.loader import LoadedDag, LoadOptions
+    from leoflow.dagfile.loader import LoadedDag, LoadOptions
     from leoflow.settings import Settings
 
 EXIT_OK = 0
@@ -56,7 +56,7 @@ def configure_logging(level: str = "WARNING", fmt: str = "text") -> None:
 def load_target(target: str, dags_dir: Path | None, options: LoadOptions) -> LoadedDag | None:
     """The DAG ``target`` names (a file, or a dag_id in ``dags_dir``); None after
     printing why it cannot be loaded."""
-    from leoflow.domain.loader import DagFileError
+    from leoflow.dagfile.loader import DagFileError
     from leoflow.runtime.dagfolder import resolve_target
 
     try:

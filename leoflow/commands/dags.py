@@ -22,8 +22,8 @@ def _names(text: str | None) -> set[str] | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from leoflow.dagfile.loader import LoadOptions, load_dag_folder
     from leoflow.dbt.project import expander
-    from leoflow.domain.loader import LoadOptions, load_dag_folder
 
     options = LoadOptions(
         known_pools=_names(args.pools), passthrough=_names(args.passthrough), dbt=expander()
@@ -71,7 +71,7 @@ def cmd_next(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
     from zoneinfo import ZoneInfo
 
-    from leoflow.domain.loader import LoadOptions
+    from leoflow.dagfile.loader import LoadOptions
     from leoflow.domain.schedule import next_fires
 
     if not 1 <= args.n <= 1000:

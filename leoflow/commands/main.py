@@ -19,7 +19,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut 
 
 def build_parser() -> argparse.ArgumentParser:
     # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
-    from leoflow.commands import dags, db, lite, logs, pools, roles, run, runs, tasks
+    from leoflow.commands import backfill, dags, db, lite, logs, pools, roles, run, runs, tasks
 
     parser = argparse.ArgumentParser(
         prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in (dags, run, lite, db, logs, runs, tasks, pools, roles):
         group.add_parser(sub)
+    backfill.add_backfill_command(sub)
     sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)
     sub.add_parser("dbt-task", help="run one dbt node as a task (a dbt task's command)")
     return parser

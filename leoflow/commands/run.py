@@ -58,8 +58,8 @@ async def _load_and_run(
     signals: list[int],
 ) -> int:
     from leoflow.commands.console import Progress, final_table
+    from leoflow.dagfile.loader import DagFileError, LoadOptions
     from leoflow.dbt.project import expander
-    from leoflow.domain.loader import DagFileError, LoadOptions
     from leoflow.domain.progress import topological_order
     from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.runtime.dagfolder import announce_ignored

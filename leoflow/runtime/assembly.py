@@ -17,6 +17,7 @@ from leoflow.runtime.parts import (
     lite_identity,
     make_executor,
     scheduler_config,
+    secret_backend,
     serve_agents,
 )
 from leoflow.scheduler.core import Scheduler
@@ -92,6 +93,7 @@ async def open_runtime(
             executor = make_executor(settings, executor_name, agent_endpoint=endpoint)
         config = scheduler_config(settings, pools, solo=solo)
         scheduler = Scheduler(store, executor, config, epoch=epoch)
+        scheduler.notifications.secrets = secret_backend(settings)
         built.append(scheduler)
         await executor.warm()
     except BaseException:

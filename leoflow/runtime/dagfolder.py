@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from leoflow.domain.dag import DagSpec
-from leoflow.domain.loader import (
+from leoflow.dagfile.loader import (
     LoadedDag,
     LoadOptions,
     lite_ignored_fields,
     load_dag_file,
     load_dag_folder,
 )
+from leoflow.domain.dag import DagSpec
 from leoflow.domain.printable import printable
 
 if TYPE_CHECKING:

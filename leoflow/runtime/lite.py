@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from leoflow.dagfile.loader import DagFileError, LoadedDag, LoadOptions, Problem
 from leoflow.dbt.project import expander
 from leoflow.domain.dag import DEFAULT_POOL
 from leoflow.domain.execution import Executor
-from leoflow.domain.loader import DagFileError, LoadedDag, LoadOptions, Problem
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.runtime.assembly import Closer, Runtime, open_runtime
 from leoflow.runtime.dagfolder import DagFolderWatcher, record_dag, sync_dag_folder

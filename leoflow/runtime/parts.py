@@ -40,7 +40,8 @@ def make_executor(settings: Settings, name: str, *, agent_endpoint: str | None =
 
 
 def secret_backend(settings: Settings) -> SecretBackend:
-    """Where ResolveSecret's values come from: today a directory of files."""
+    """Where ResolveSecret's values (and notification webhooks' secrets) come from:
+    today a directory of files."""
     return DirectorySecrets(settings.resolved_secrets_dir)
 
 
@@ -68,4 +69,5 @@ def scheduler_config(
         identity=lite_identity(settings),
         solo=solo,
         max_catchup_runs=settings.max_catchup_runs,
+        retention=settings.retention,
     )

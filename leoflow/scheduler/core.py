@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from leoflow.domain.admission import Admission, Candidate, WaitReason
+from leoflow.domain.backfill import run_env
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.durations import format_duration
@@ -40,8 +41,12 @@ from leoflow.domain.progress import end_of_try, evaluate, final_state, waiting_o
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler import metrics
+from leoflow.scheduler.backfills import BackfillDriver
+from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.scheduler.notifications import Notifications
+from leoflow.scheduler.retention import Retention
 from leoflow.store import Store
 from leoflow.store.errors import RunExists, StaleEpoch
 from leoflow.store.rows import RunRow, TaskChange, TaskSeed
@@ -69,6 +74,7 @@ class SchedulerConfig:
     # Catching up creates at most this many runs of one DAG that wait queued; more
     # come as those start, so a far start_date never floods the store in a burst.
     max_catchup_runs: int = 100
+    retention: float | None = None  # seconds; see scheduler/retention.py
 
 
 LOCAL_RUN_TYPE = "local"
@@ -119,6 +125,7 @@ class Scheduler:
         self._background: set[asyncio.Task[Any]] = set()
         self._run_waiters: dict[int, list[asyncio.Future[RunRow]]] = {}
         self._logs = LogBuffer(store)
+        self.retention = Retention(store, None if config.solo else config.retention)
         self._last_poll = 0.0
         self._spec_hashes: dict[str, str] = {}
         self._cron_due: dict[str, float] = {}
@@ -132,6 +139,10 @@ class Scheduler:
         # The tries that were live when stop() began: their processes are killed, and
         # the next start runs them again.
         self.interrupted: list[TaskMirror] = []
+        self._backfills = BackfillDriver(self)
+        self._deadlines = DeadlineWatch(self)
+        # Webhooks; the runtime gives it the secrets backend (leoflow/lite.py, pro.py).
+        self.notifications = Notifications()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -142,11 +153,13 @@ class Scheduler:
             await self._recover()
         self._logs.start()
         self._loop_task = asyncio.create_task(self._loop(), name="leoflow-scheduler-loop")
+        self.retention.start()
 
     async def stop(self) -> None:
         if self._stopping:
             return
         self._stopping = True
+        await self.retention.stop()
         self.interrupted = [
             ti for ti in self._by_pk.values() if ti.state in (TaskState.QUEUED, TaskState.RUNNING)
         ]
@@ -163,6 +176,7 @@ class Scheduler:
         for task in list(self._background):
             task.cancel()
         await self._logs.stop()
+        await self.notifications.stop()
 
     def register_dags(self, dags: Mapping[str, DagSpec], paused: set[str] | None = None) -> None:
         for dag_id, spec in dags.items():
@@ -371,6 +385,7 @@ class Scheduler:
         if now - self._last_poll >= self.config.poll_interval:
             self._last_poll = now
             await self._poll_store()
+        await self._deadlines.check(now)
         pending, self._events = self._events, []
         self._ticking = pending
         batch = _Batch()
@@ -391,6 +406,7 @@ class Scheduler:
                 self._advance(run, now, batch)
         self._admit(now, batch)
         self._finish_runs(now, batch)
+        deliveries = self.notifications.collect(batch, self.runs, now)
         try:
             await self._flush(batch)
         except BaseException as exc:
@@ -401,6 +417,7 @@ class Scheduler:
         for item in pending:
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
+        self.notifications.emit(deliveries)
         for launch in batch.launches:
             self._spawn(self._launch(launch))
         for ti_pk, try_number, reason in batch.cancels:
@@ -662,6 +679,7 @@ class Scheduler:
             task_id=ti.task_id,
             spec=spec,
             ticket=ticket,
+            env=run_env(run.spec, run.logical_date),
         )
 
     async def _launch(self, launch: Launch) -> None:
@@ -753,6 +771,10 @@ class Scheduler:
             self._by_pk[ti.pk] = ti
         self.admission.set_dag_limit(row.dag_id, spec.max_active_tasks)
         return mirror
+
+    async def reload_run(self, run_pk: int) -> None:
+        """Take the run as the store has it now (a collaborator changed it there)."""
+        await self._reload_run(run_pk)
 
     async def _reload_run(self, run_pk: int) -> None:
         row = await self.store.get_run(run_pk)
@@ -933,6 +955,7 @@ class Scheduler:
             return
         await self._sync_definitions()
         await self._create_due_runs()
+        await self._backfills.advance()
         await self._fold_in_agent_writes()
         rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=10_000)
         active = {row.pk for row in rows}
