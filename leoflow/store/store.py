@@ -28,6 +28,7 @@ from leoflow.domain.states import (
 from leoflow.store.diskfull import SpaceWait
 from leoflow.store.engine import create_runner, normalize_url
 from leoflow.store.errors import RunExists, SchemaNotCurrent, StaleEpoch, StoreError
+from leoflow.store.overview import OverviewRecords
 from leoflow.store.rows import (
     DagRow,
     LeaseRow,
@@ -125,7 +126,7 @@ def _check_fields(fields: Mapping[str, object], allowed: frozenset[str], what: s
         raise TypeError(f"{what} cannot set {sorted(unknown)}; settable: {sorted(allowed)}")
 
 
-class Store:
+class Store(OverviewRecords):
     """The state store. Open with ``await Store.open(url)``; close when done."""
 
     def __init__(self, url: str) -> None:

@@ -37,7 +37,7 @@ from leoflow.api.lookup import task_or_404
 from leoflow.api.schemas import RUN_ID_PATTERN, PoolIn, PoolPatch, TriggerIn
 from leoflow.api.ui import pages, session
 from leoflow.api.ui.ansi import AnsiRenderer, render_log
-from leoflow.api.ui.views import Viewer
+from leoflow.api.ui.present import Viewer
 
 log = logging.getLogger("leoflow.api.ui")
 
@@ -174,7 +174,7 @@ async def _live_payload(
     )
     payload: dict[str, Any] = {"regions": pages.render_regions(page, context)}
     if page.name == "dag":
-        payload["nodes"] = {t: ti.state.value for t, ti in context["selected_states"].items()}
+        payload["nodes"] = {t: st.value for t, st in context["selected_states"].items()}
         selected = context["selected"]
         payload["run"] = None if selected is None else selected.run_id
     if page.name == "task":
