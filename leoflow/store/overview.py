@@ -6,7 +6,8 @@ index serves (checked with EXPLAIN on PostgreSQL):
 
 * counts of runs by DAG and state: ``ix_dag_runs_dag_id_state_pk`` (index-only);
 * the last N runs of each of some DAGs: a LATERAL per DAG over ``ix_dag_runs_dag_id_pk``
-  (PostgreSQL; see ``runs_per_dag`` for why its condition is a range); SQLite, local and without LATERAL, asks per DAG in one transaction;
+  (PostgreSQL; see ``runs_per_dag`` for why its condition is a range); SQLite,
+  local and without LATERAL, asks per DAG in one transaction;
 * the task states of some runs: ``uq_task_instances_run_pk_task_id``;
 * the first N scheduled task instances in admission order: ``ix_task_instances_state``
   then a top-N sort of the scheduled ones only.

@@ -7,7 +7,6 @@ come back as they are.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -42,12 +41,6 @@ from leoflow.api.ui.present import Viewer
 log = logging.getLogger("leoflow.api.ui")
 
 router = APIRouter(include_in_schema=False)
-
-
-def authenticates_itself(path: str) -> bool:
-    """Everything outside the API is the UI's, which authenticates by its session
-    cookie (or shows the login page) before it reads a body; the API wants a bearer."""
-    return not (path == "/api" or path.startswith("/api/"))
 
 
 LIVE_INTERVAL = 1.0
@@ -213,7 +206,8 @@ async def events(request: Request, path: Annotated[str, Query(max_length=2000)] 
                 return
             except Exception:  # a store hiccup: say so in the log, try again next tick
                 log.exception("the web UI could not render %s", path)
-                await asyncio.sleep(LIVE_INTERVAL)
+                if await ctx.pause(LIVE_INTERVAL):
+                    return
                 continue
             digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
             if digest != last:
@@ -223,7 +217,9 @@ async def events(request: Request, path: Annotated[str, Query(max_length=2000)] 
             elif quiet >= KEEPALIVE:
                 quiet = 0.0
                 yield b": keepalive\n\n"
-            await asyncio.sleep(LIVE_INTERVAL)
+            if await ctx.pause(LIVE_INTERVAL):
+                yield _sse("closing", {})  # the browser reconnects to the next server
+                return
             quiet += LIVE_INTERVAL
 
     response = StreamingResponse(
@@ -316,7 +312,9 @@ async def log_stream(
             if over:
                 yield _sse("end", {"end": position}, str(position))
                 return
-            await asyncio.sleep(ctx.log_poll_interval)
+            if await ctx.pause(ctx.log_poll_interval):
+                yield _sse("closing", {})  # resumed from Last-Event-ID on reconnect
+                return
 
     return _finish(
         request,

@@ -245,3 +245,10 @@ async def test_logout_ends_the_session(ui: httpx.AsyncClient, tmp_path: Path) ->
     assert r.status_code == 200
     ui.cookies.set("leoflow_session", cookie)  # even replayed, the session is over
     assert (await ui.get("/")).status_code == 303
+    # A write with it is refused by the guard, from the cookie, before the route.
+    pause = {"json": {"dag_id": "etl"}, "headers": {**SAME, "X-CSRF-Token": csrf}}
+    r = await ui.post("/ui/actions/pause", **pause)  # type: ignore[arg-type]
+    assert r.status_code == 401 and "session" in r.json()["detail"]
+    ui.cookies.set("leoflow_session", cookie[:-4] + "0000")  # a forged signature
+    r = await ui.post("/ui/actions/pause", **pause)  # type: ignore[arg-type]
+    assert r.status_code == 401 and "session" in r.json()["detail"]
