@@ -106,14 +106,11 @@ async def seed(url: str, runs: int) -> dict[str, Any]:
                 (dag, f"scheduled__{i}", state, "scheduled", created, "{}", created, created,
                  created + 30, None)
             )  # fmt: skip
-        await conn.copy_records_to_table(
-            "dag_runs",
-            records=run_rows,
-            columns=[
-                "dag_id", "run_id", "state", "run_type", "logical_date", "conf", "created_at",
-                "started_at", "ended_at", "message",
-            ],
+        run_columns = (
+            "dag_id", "run_id", "state", "run_type", "logical_date", "conf", "created_at",
+            "started_at", "ended_at", "message",
         )  # fmt: skip
+        await conn.copy_records_to_table("dag_runs", records=run_rows, columns=run_columns)
         pks = await conn.fetch("SELECT pk, dag_id, run_id, created_at FROM dag_runs ORDER BY pk")
         ti_rows = []
         for pk, dag_id, run_id, created in pks:
@@ -123,15 +120,12 @@ async def seed(url: str, runs: int) -> dict[str, Any]:
                     (pk, dag_id, run_id, f"task_{t:03d}", "success", 1, 1, "default_pool", 1, 0,
                      created, created, created, created + 10, created + 10, 0, "success")
                 )  # fmt: skip
-        await conn.copy_records_to_table(
-            "task_instances",
-            records=ti_rows,
-            columns=[
-                "run_pk", "dag_id", "run_id", "task_id", "state", "try_number", "max_tries",
-                "pool", "pool_slots", "priority", "ready_at", "queued_at", "started_at",
-                "ended_at", "updated_at", "exit_code", "reason",
-            ],
+        ti_columns = (
+            "run_pk", "dag_id", "run_id", "task_id", "state", "try_number", "max_tries",
+            "pool", "pool_slots", "priority", "ready_at", "queued_at", "started_at",
+            "ended_at", "updated_at", "exit_code", "reason",
         )  # fmt: skip
+        await conn.copy_records_to_table("task_instances", records=ti_rows, columns=ti_columns)
         await conn.execute("ANALYZE dag_runs")
         await conn.execute("ANALYZE task_instances")
         return {"runs": len(run_rows), "task_instances": len(ti_rows)}
