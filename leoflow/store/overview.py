@@ -18,14 +18,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from leoflow.domain.states import RunState, TaskState
-from leoflow.store.rows import RunRow, TaskInstanceRow
-from leoflow.store.schema import dag_runs, task_instances
+from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
+from leoflow.store.schema import dag_import_errors, dag_runs, dags, task_instances
 
 T = TypeVar("T")
 IN_CHUNK = 500
@@ -55,6 +56,19 @@ def _values(states: Collection[RunState] | Collection[TaskState]) -> list[str]:
     return sorted(str(getattr(s, "value", s)) for s in states)
 
 
+@dataclass(frozen=True, slots=True)
+class DagHead:
+    """What a list of DAGs filters and pages on, without the specs (the big part)."""
+
+    dag_id: str
+    paused: bool
+    active: bool
+    last_error: str | None
+
+
+_DAGS_WITH_ERRORS = dags.outerjoin(dag_import_errors, dag_import_errors.c.fileloc == dags.c.fileloc)
+
+
 class OverviewRecords:
     """Mixed into ``Store``; stands on its ``_read`` and dialect only."""
 
@@ -62,6 +76,42 @@ class OverviewRecords:
         _sqlite: bool
 
         async def _read(self, op: Callable[[Connection], T]) -> T: ...
+
+    async def dag_heads(self) -> list[DagHead]:
+        """Every DAG's id, paused and active flags and file error, by dag_id."""
+        stmt = (
+            sa.select(dags.c.dag_id, dags.c.paused, dags.c.active, dag_import_errors.c.error)
+            .select_from(_DAGS_WITH_ERRORS)
+            .order_by(dags.c.dag_id)
+        )
+
+        def op(conn: Connection) -> list[DagHead]:
+            return [DagHead(d, bool(p), bool(a), e) for d, p, a, e in conn.execute(stmt)]
+
+        return await self._read(op)
+
+    async def dags_by_id(self, dag_ids: Collection[str]) -> dict[str, DagRow]:
+        """The DAGs of a page, with their specs but not their files (``source`` is None)."""
+        ids = sorted(set(dag_ids))
+        if not ids:
+            return {}
+        c = dags.c
+        stmt = (
+            sa.select(
+                c.dag_id, c.fileloc, c.spec_json, c.spec_hash, sa.null(), c.paused, c.active,
+                c.updated_at, dag_import_errors.c.error,
+            )
+            .select_from(_DAGS_WITH_ERRORS)
+            .where(c.dag_id.in_(ids))
+        )  # fmt: skip
+
+        def op(conn: Connection) -> dict[str, DagRow]:
+            return {
+                r[0]: DagRow(r[0], r[1], r[2], r[3], None, bool(r[5]), bool(r[6]), r[7], r[8])
+                for r in conn.execute(stmt)
+            }
+
+        return await self._read(op)
 
     async def count_runs_by_dag(self, states: Collection[RunState]) -> Counter[tuple[str, str]]:
         """``(dag_id, state) -> number of runs`` for runs in ``states``."""

@@ -72,38 +72,43 @@ def _next_run(spec: DagSpec | None, paused: bool, now: float) -> float | None:
 async def dags_view(ctx: ApiContext, q: str, state: str, page: int) -> dict[str, Any]:
     store = ctx.store
     now = ctx.clock()
-    rows = [r for r in await store.list_dags() if r.active or r.last_error]
+    # Filter and page on the DAGs' heads; read the specs of the page's DAGs only.
+    heads = [h for h in await store.dag_heads() if h.active or h.last_error]
     errors = await store.list_dag_errors()
     counts = await store.count_runs_by_dag(_ACTIVE)
     needle = q.strip().lower()
     if needle:
-        rows = [r for r in rows if needle in r.dag_id.lower()]
+        heads = [h for h in heads if needle in h.dag_id.lower()]
     if state == "active":
-        rows = [r for r in rows if not r.paused]
+        heads = [h for h in heads if not h.paused]
     elif state == "paused":
-        rows = [r for r in rows if r.paused]
+        heads = [h for h in heads if h.paused]
     elif state == "running":
-        rows = [r for r in rows if counts[(r.dag_id, RunState.RUNNING.value)]]
+        heads = [h for h in heads if counts[(h.dag_id, RunState.RUNNING.value)]]
     elif state == "failing":
         # Each DAG's last run, in one statement (a LATERAL per DAG on PostgreSQL).
-        last = await store.runs_per_dag([r.dag_id for r in rows], 1)
-        rows = [r for r in rows if last[r.dag_id] and last[r.dag_id][0].state is RunState.FAILED]
-    rows.sort(key=lambda r: r.dag_id)
-    total = len(rows)
+        last = await store.runs_per_dag([h.dag_id for h in heads], 1)
+        heads = [h for h in heads if last[h.dag_id] and last[h.dag_id][0].state is RunState.FAILED]
+    heads.sort(key=lambda h: h.dag_id)  # as Python orders, whatever the collation
+    total = len(heads)
     pages = max(1, -(-total // DAGS_PAGE))
     page = min(max(1, page), pages)
-    shown = rows[(page - 1) * DAGS_PAGE : page * DAGS_PAGE]
-    recent = await store.runs_per_dag([r.dag_id for r in shown], LAST_RUNS)
+    shown = [h.dag_id for h in heads[(page - 1) * DAGS_PAGE : page * DAGS_PAGE]]
+    rows = await store.dags_by_id(shown)
+    recent = await store.runs_per_dag(shown, LAST_RUNS)
     lines: list[DagLine] = []
-    for row in shown:
+    for dag_id in shown:
+        row = rows.get(dag_id)
+        if row is None:  # deleted between the two reads
+            continue
         spec = spec_of(row)
         lines.append(
             DagLine(
                 row,
                 spec,
-                list(reversed(recent.get(row.dag_id, []))),
-                counts[(row.dag_id, RunState.RUNNING.value)],
-                counts[(row.dag_id, RunState.QUEUED.value)],
+                list(reversed(recent.get(dag_id, []))),
+                counts[(dag_id, RunState.RUNNING.value)],
+                counts[(dag_id, RunState.QUEUED.value)],
                 _next_run(spec, row.paused, now),
             )
         )

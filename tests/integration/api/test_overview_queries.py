@@ -4,10 +4,12 @@ they replace, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from leoflow.domain.states import RunState, TaskState
 from leoflow.store import Store
 from leoflow.store.rows import TaskSeed
+from tests.integration.api.conftest import DAG_YAML, put_dag
 from tests.integration.api.seed import move
 
 SEEDS = [TaskSeed("a", "default_pool", 1, 0, 1), TaskSeed("b", "default_pool", 1, 5, 1)]
@@ -92,3 +94,20 @@ async def test_scheduled_in_admission_order(any_store: Store) -> None:
     assert ages == {t.run_pk: runs[t.run_pk].created_at for t in want}
     one, _ = await any_store.scheduled_in_admission_order(1)
     assert one == want[:1]
+
+
+async def test_dag_heads_and_dags_by_id_match_list_dags(any_store: Store) -> None:
+    await put_dag(any_store)
+    await put_dag(any_store, DAG_YAML.replace("dag_id: etl", "dag_id: other"), paused=True)
+    await any_store.set_dag_error("api:other", "bad file")
+    listed = await any_store.list_dags()
+    heads = await any_store.dag_heads()
+    assert [(h.dag_id, h.paused, h.active, h.last_error) for h in heads] == [
+        (d.dag_id, d.paused, d.active, d.last_error) for d in listed
+    ]
+    assert heads[1].paused and heads[1].last_error == "bad file"
+    by_id = await any_store.dags_by_id(["other", "etl", "missing"])
+    assert sorted(by_id) == ["etl", "other"]
+    for d in listed:
+        assert by_id[d.dag_id] == replace(d, source=None)
+    assert await any_store.dags_by_id([]) == {}
