@@ -121,3 +121,18 @@ def grid_rows(dag_id: str, order: Sequence[str], columns: Sequence[GridColumn]) 
             )
         rows.append(f'<tr><th scope="row" class="task-col">{task}</th>{"".join(cells)}</tr>')
     return Markup("\n".join(rows))
+
+
+def run_squares(dag_id: str, runs: Sequence[RunRow]) -> Markup:
+    """A DAG's last runs as squares (the DAGs page): state as colour, icon and words."""
+    if not runs:
+        return Markup('<span class="muted">no runs yet</span>')
+    prefix = f"{dag_url(dag_id)}/runs/"
+    out = []
+    for r in runs:
+        st, run = r.state.value, escape(r.run_id)
+        out.append(
+            f'<a class="sq s-{st}" href="{prefix}{quoted(r.run_id)}" title="{run}: {st}" '
+            f'aria-label="{run}: {st}">{STATE_ICON.get(st, "?")}</a>'
+        )
+    return Markup("".join(out))

@@ -15,12 +15,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import HTTPException
+from markupsafe import Markup
 
 from leoflow.api import tasks as tasks_api
 from leoflow.api.auth import Principal
 from leoflow.api.context import ApiContext
 from leoflow.api.lookup import dag_or_404, run_or_404, spec_of, task_or_404
-from leoflow.api.ui.fragments import GridColumn, drawing_of, graph_nodes, grid_rows
+from leoflow.api.ui.fragments import (
+    GridColumn,
+    drawing_of,
+    graph_nodes,
+    grid_rows,
+    run_squares,
+)
 from leoflow.api.ui.present import dag_url, exit_words, pod_of
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
@@ -50,6 +57,10 @@ class DagLine:
     @property
     def url(self) -> str:
         return dag_url(self.row.dag_id)
+
+    @property
+    def squares(self) -> Markup:
+        return run_squares(self.row.dag_id, self.runs)
 
 
 DAG_FILTERS = ("all", "active", "paused", "failing", "running")
