@@ -19,13 +19,14 @@ from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import Executor, TaskFinished, TaskStarted, context_env
 from leoflow.domain.progress import end_of_try
 from leoflow.domain.states import TaskState
-from leoflow.scheduler.agent_endpoint import (
-    AgentEndpoint,
+from leoflow.scheduler.agent_backend import (
+    Outcome,
     SessionRefused,
     StartSpec,
     TaskSession,
     TicketUse,
 )
+from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
 from leoflow.secrets import DirectorySecrets, SecretBackend
 from leoflow.settings import Settings
@@ -35,14 +36,14 @@ from leoflow.store.diskfull import StoreFull
 log = logging.getLogger("leoflow.scheduler.agent")
 
 
-def outcome_of(exit_code: int, oom_killed: bool, timed_out: bool, not_started: bool = False) -> str:
-    if not_started:
+def outcome_of(outcome: Outcome) -> str:
+    if outcome.not_started:
         return "launch_failed"
-    if oom_killed:
+    if outcome.oom_killed:
         return "oom"
-    if timed_out:
+    if outcome.timed_out:
         return "timeout"
-    return "success" if exit_code == 0 else "exit_code"
+    return "success" if outcome.exit_code == 0 else "exit_code"
 
 
 class SchedulerBackend:
@@ -125,7 +126,15 @@ class SchedulerBackend:
             executor_ref=executor_ref,
         )
         if not started:
-            raise SessionRefused("the task instance is no longer waiting for this try to start")
+            row = await self._store.get_task_instance(s.ti_pk)
+            resent = (
+                row is not None
+                and row.try_number == s.try_number
+                and row.state is TaskState.RUNNING
+                and row.executor_ref == executor_ref
+            )
+            if not resent:  # a Start resent after a lost reply finds its own try running
+                raise SessionRefused("the task instance is no longer waiting for this try to start")
         return _start_spec(s, task)
 
     async def heartbeat(self, s: TaskSession) -> bool:
@@ -140,36 +149,25 @@ class SchedulerBackend:
         except StoreFull as exc:  # the disk is full and Leoflow is stopping
             raise SessionRefused(f"Leoflow is stopping; output not written: {exc}") from exc
 
-    async def complete(
-        self,
-        s: TaskSession,
-        *,
-        exit_code: int,
-        oom_killed: bool,
-        timed_out: bool,
-        message: str,
-        not_started: bool = False,
-    ) -> None:
+    async def log_size(self, s: TaskSession) -> int:
+        return await self._store.log_size(s.ti_pk, s.try_number)
+
+    async def complete(self, s: TaskSession, outcome: Outcome) -> None:
         now = self._clock()
-        reason = outcome_of(exit_code, oom_killed, timed_out, not_started)
+        reason = outcome_of(outcome)
+        code, message = outcome.exit_code, outcome.message
         local = self._local(s.ti_pk)
         if local is not None and await self._submit(
-            local[0], TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
+            local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now)
         ):
             return
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
             raise SessionRefused("the task instance no longer accepts this try's outcome")
         task = await self._task_spec(s.dag_id, s.task_id)
-        new, fields = end_of_try(
-            reason,
-            try_number=row.try_number,
-            max_tries=row.max_tries,
-            retry_delay=task.retry_delay if task is not None else 0.0,
-            exit_code=exit_code,
-            message=message,
-            at=now,
-        )
+        tries: dict[str, Any] = {"try_number": row.try_number, "max_tries": row.max_tries}
+        tries["retry_delay"] = task.retry_delay if task is not None else 0.0
+        new, fields = end_of_try(reason, exit_code=code, message=message, at=now, **tries)
         done = await self._store.transition_task(
             s.ti_pk, row.state, new, epoch=None, expected_try=s.try_number, **fields
         )

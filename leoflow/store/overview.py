@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from leoflow.domain.states import RunState, TaskState
+from leoflow.store.base import StoreBase, chunks
 from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
 from leoflow.store.schema import dag_import_errors, dag_runs, dags, task_instances
-
-T = TypeVar("T")
-IN_CHUNK = 500
 
 _run = dag_runs.c
 _ti = task_instances.c
@@ -45,11 +43,6 @@ def _as_ti(r: Sequence[Any]) -> TaskInstanceRow:
     return TaskInstanceRow(r[0], r[1], r[2], r[3], r[4], state, r[6], r[7], r[8], r[9], r[10],
                            r[11], r[12], r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20],
                            r[21])  # fmt: skip
-
-
-def _chunks(values: list[int]) -> list[list[int]]:
-    # SQLite bounds the variables of one statement; the store cuts IN lists at this.
-    return [values[i : i + IN_CHUNK] for i in range(0, len(values), IN_CHUNK)]
 
 
 def _values(states: Collection[RunState] | Collection[TaskState]) -> list[str]:
@@ -69,13 +62,8 @@ class DagHead:
 _DAGS_WITH_ERRORS = dags.outerjoin(dag_import_errors, dag_import_errors.c.fileloc == dags.c.fileloc)
 
 
-class OverviewRecords:
-    """Mixed into ``Store``; stands on its ``_read`` and dialect only."""
-
-    if TYPE_CHECKING:
-        _sqlite: bool
-
-        async def _read(self, op: Callable[[Connection], T]) -> T: ...
+class OverviewRecords(StoreBase):
+    """Read-only: no statements of its own to prepare, no writes."""
 
     async def dag_heads(self) -> list[DagHead]:
         """Every DAG's id, paused and active flags and file error, by dag_id."""
@@ -186,7 +174,7 @@ class OverviewRecords:
         )
 
         def op(conn: Connection) -> dict[int, dict[str, TaskState]]:
-            for part in _chunks(pks):
+            for part in chunks(pks):
                 for run_pk, task_id, state in conn.execute(stmt, {"b_pks": part}):
                     out[run_pk][task_id] = TaskState(state)
             return out
@@ -243,7 +231,7 @@ class OverviewRecords:
 
         def op(conn: Connection) -> dict[int, float]:
             return {
-                pk: at for part in _chunks(pks) for pk, at in conn.execute(stmt, {"b_pks": part})
+                pk: at for part in chunks(pks) for pk, at in conn.execute(stmt, {"b_pks": part})
             }
 
         return await self._read(op)
