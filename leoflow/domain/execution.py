@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from leoflow.domain.dag import TaskSpec
+from leoflow.domain.reasons import EndReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +51,7 @@ class TaskStarted:
 class TaskFinished:
     """How a try ended. ``reason`` is a short code; ``message`` is for people.
 
-    Reasons: success, exit_code, timeout, oom, lost, cancelled, launch_failed,
-    evicted, image_pull, pending_timeout, secret, agent_died (the agent died under
-    the try and its processes are gone: retried without spending a retry).
+    Reasons: the codes of ``leoflow.domain.reasons.EndReason``.
     """
 
     ti_pk: int
@@ -64,7 +63,7 @@ class TaskFinished:
 
     @property
     def succeeded(self) -> bool:
-        return self.reason == "success"
+        return self.reason == EndReason.SUCCESS
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from leoflow.domain.admission import Admission, Candidate
 from leoflow.domain.durations import format_duration
+from leoflow.domain.reasons import WaitNote
 from leoflow.domain.states import TASK_TERMINAL, RunState, TaskState
 from leoflow.domain.trigger_rules import Counts, Decision, TriggerRule, decide, waiting_message
 
@@ -47,7 +48,7 @@ class TaskInfo:
 
 # A queued try's ``reason`` while its executor cannot reach its platform (the
 # executor's LaunchWaiting note); the ``message`` says since when.
-LAUNCH_WAITING_REASONS = frozenset({"apiserver_unreachable"})
+LAUNCH_WAITING_REASONS = frozenset({WaitNote.APISERVER_UNREACHABLE})
 
 
 @dataclass(frozen=True, slots=True)

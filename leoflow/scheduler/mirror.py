@@ -7,6 +7,7 @@ that fails means the picture is stale, and the run is reloaded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from leoflow.domain.dag import DagSpec
@@ -33,8 +34,6 @@ class TaskMirror:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
-    cancel_requested: str | None = None
-    cancel_sent: bool = False
 
     @classmethod
     def from_row(cls, row: TaskInstanceRow) -> TaskMirror:
@@ -72,7 +71,7 @@ class RunMirror:
     dirty: bool = True
 
     @classmethod
-    def build(cls, row: RunRow, spec: DagSpec, tis: list[TaskInstanceRow]) -> RunMirror:
+    def build(cls, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstanceRow]) -> RunMirror:
         mirror = cls(
             pk=row.pk,
             dag_id=row.dag_id,
@@ -86,6 +85,11 @@ class RunMirror:
         for ti in tis:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)
         return mirror
+
+    @property
+    def run_order(self) -> float:
+        """Its age for ``domain.runs.runs_to_start``: older runs start first."""
+        return self.created_at
 
     def states(self) -> dict[str, TaskState]:
         return {task_id: ti.state for task_id, ti in self.tasks.items()}

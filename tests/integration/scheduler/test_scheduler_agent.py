@@ -103,7 +103,7 @@ async def test_a_task_whose_agent_stops_heartbeating_is_failed_as_lost(runtime: 
         heartbeat_timeout=1.0,
     )
     row = await rt.scheduler.trigger("hb")
-    ti = rt.scheduler.runs[row.pk].tasks["t"]
+    ti = rt.scheduler.book.runs[row.pk].tasks["t"]
     for _ in range(500):
         if ti.state is TaskState.RUNNING:
             break

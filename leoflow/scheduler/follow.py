@@ -1,0 +1,184 @@
+"""Following the store: what other processes wrote reaches the book.
+
+DAG specs, paused flags and pools (the API and the folder loader write them),
+runs other processes created (API triggers, cleared runs) or ended (API cancels:
+the run is abandoned), and what other replicas' agent endpoints wrote for tries
+this scheduler thinks are live.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from leoflow.domain.dag import DagSpec
+from leoflow.domain.reasons import EndReason
+from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
+from leoflow.scheduler import metrics
+from leoflow.scheduler.batch import Batch
+from leoflow.scheduler.book import LIVE, Book
+from leoflow.scheduler.config import LOCAL_RUN_TYPE
+from leoflow.scheduler.mirror import RunMirror
+from leoflow.store import Store
+
+log = logging.getLogger("leoflow.scheduler")
+
+# What a row from another writer carries over into the mirror of a live try.
+_FOLDED_FIELDS = (
+    "started_at",
+    "ended_at",
+    "next_retry_at",
+    "executor_ref",
+    "exit_code",
+    "reason",
+    "message",
+)
+
+
+class StoreFollower:
+    def __init__(
+        self,
+        store: Store,
+        book: Book,
+        *,
+        epoch: int | None,
+        clock: Callable[[], float],
+        register: Callable[[dict[str, DagSpec], set[str]], None],
+        cancel: Callable[[int, int, str], None],
+        run_ended: Callable[[RunMirror], None],
+        pools: Mapping[str, int],
+    ) -> None:
+        self.store = store
+        self.book = book
+        self.epoch = epoch
+        self._clock = clock
+        self._register = register
+        self._cancel = cancel
+        self._run_ended = run_ended
+        self._spec_hashes: dict[str, str] = {}
+        self._pools = dict(pools)
+
+    async def sync_definitions(self) -> None:
+        """DAG specs, paused flags and pools as the store has them (the API writes there)."""
+        dags = await self.store.list_dags()
+        known = self.book.dags
+        fresh: dict[str, DagSpec] = {}
+        for row in dags:
+            if not row.active:
+                continue
+            current = self._spec_hashes.get(row.dag_id)
+            if current == row.spec_hash and row.dag_id in known:
+                fresh[row.dag_id] = known[row.dag_id]
+                continue
+            try:
+                fresh[row.dag_id] = DagSpec.model_validate_json(row.spec_json)
+            except ValueError:
+                log.exception(
+                    "stored spec of DAG %s does not load; keeping the last good one", row.dag_id
+                )
+                if row.dag_id in known:
+                    fresh[row.dag_id] = known[row.dag_id]
+                continue
+            self._spec_hashes[row.dag_id] = row.spec_hash
+        self._register(fresh, {row.dag_id for row in dags if row.paused})
+        for pool in await self.store.list_pools():
+            if self._pools.get(pool.name) != pool.slots:
+                self._pools[pool.name] = pool.slots
+                self.book.admission.set_pool(pool.name, pool.slots)
+
+    async def follow_runs(self) -> None:
+        """Runs created elsewhere are adopted; runs that ended elsewhere are reloaded."""
+        await self._fold_in_agent_writes()
+        rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=10_000)
+        active = {row.pk for row in rows}
+        for run_pk in [pk for pk in self.book.runs if pk not in active]:
+            await self.reload_run(run_pk)
+        for row in rows:
+            if row.pk in self.book.runs or row.run_type == LOCAL_RUN_TYPE:
+                continue
+            spec = self.book.dags.get(row.dag_id)
+            if spec is None:
+                continue
+            tis = await self.store.list_task_instances(run_pk=row.pk)
+            if row.pk not in self.book.runs:  # a trigger may have adopted it meanwhile
+                self.book.adopt(row, spec, tis)
+
+    async def _fold_in_agent_writes(self) -> None:
+        """Apply what other replicas' agent endpoints wrote for tries we think are live.
+
+        Those writes are already durable, so they change only the mirror: a try
+        that started elsewhere is running here too, one that ended frees its slots
+        and lets its downstream go.
+        """
+        live = self.book.live()
+        if not live:
+            return
+        for row in await self.store.get_task_instances([ti.pk for ti in live]):
+            ti = self.book.by_pk.get(row.pk)
+            if ti is None or row.try_number != ti.try_number:
+                continue
+            if row.heartbeat_at is not None and (ti.heartbeat_at or 0.0) < row.heartbeat_at:
+                ti.heartbeat_at = row.heartbeat_at
+            if row.state is ti.state:
+                continue
+            was_running = ti.state is TaskState.RUNNING
+            if row.state is TaskState.RUNNING:
+                metrics.RUNNING.inc()
+            elif row.state not in LIVE:
+                self.book.release(ti.pk)
+                if was_running:
+                    metrics.RUNNING.dec()
+                metrics.TASKS_FINISHED.labels(state=row.state.value).inc()
+            ti.state = row.state
+            for name in _FOLDED_FIELDS:
+                setattr(ti, name, getattr(row, name))
+            self.book.runs[ti.run_pk].dirty = True
+            self.book.task_changed(ti)
+
+    async def reload_run(self, run_pk: int) -> None:
+        """Read a run again after a write of ours lost a race, or it ended elsewhere."""
+        row = await self.store.get_run(run_pk)
+        old = self.book.runs.get(run_pk)
+        if row is None or old is None:
+            return
+        if row.state in RUN_TERMINAL and old.state not in RUN_TERMINAL:
+            await self._abandon_run(old, row.message or f"the run was marked {row.state}")
+        tis = await self.store.list_task_instances(run_pk=run_pk)
+        for ti in old.tasks.values():
+            if ti.state is TaskState.SCHEDULED:
+                self.book.withdraw(ti.pk)
+        mirror = self.book.adopt(row, old.spec, tis)
+        for ti in mirror.tasks.values():
+            if ti.state is TaskState.SCHEDULED:
+                self.book.offer(ti)
+        if row.state in RUN_TERMINAL:
+            self.book.forget(mirror)
+            self._run_ended(mirror)
+
+    async def _abandon_run(self, run: RunMirror, why: str) -> None:
+        """Another process ended the run (an API cancel): stop and fail what is left."""
+        now = self._clock()
+        batch = Batch()
+        for ti in run.tasks.values():
+            if ti.state in TASK_TERMINAL:
+                continue
+            if ti.state in LIVE:
+                batch.cancels.append((ti.pk, ti.try_number, why))
+                self.book.release(ti.pk)
+                if ti.state is TaskState.RUNNING:
+                    metrics.RUNNING.dec()
+            elif ti.state is TaskState.SCHEDULED:
+                self.book.withdraw(ti.pk)
+            self.book.move(
+                ti,
+                TaskState.FAILED,
+                batch,
+                ended_at=now,
+                reason=EndReason.CANCELLED,
+                message=f"cancelled: {why}",
+            )
+        results = await self.store.transition_tasks(batch.changes, epoch=self.epoch)
+        if not all(results):
+            log.warning("some task instances of run %s changed while it was cancelled", run.run_id)
+        for ti_pk, try_number, reason in batch.cancels:
+            self._cancel(ti_pk, try_number, reason)
