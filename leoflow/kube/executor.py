@@ -45,6 +45,7 @@ from leoflow.domain.execution import (
     Report,
     TaskFinished,
 )
+from leoflow.domain.reasons import EndReason, WaitNote
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import AlreadyExists, KubeError
 from leoflow.kube.metrics import APISERVER_UNREACHABLE, CALL_RETRIES, LAUNCHES_WAITING
@@ -388,7 +389,7 @@ class KubernetesExecutor:
                     self._finish(
                         tracked,
                         Outcome(
-                            "cancelled",
+                            EndReason.CANCELLED,
                             None,
                             f"cancelled ({tracked.cancelled}); the pod {tracked.name} was deleted",
                         ),
@@ -397,7 +398,7 @@ class KubernetesExecutor:
                     self._finish(
                         tracked,
                         Outcome(
-                            "lost",
+                            EndReason.LOST,
                             None,
                             f"the task's pod {tracked.name} disappeared without its agent "
                             f"reporting (absent from the synced pod cache for {_fmt(absent)}, "
@@ -419,7 +420,7 @@ class KubernetesExecutor:
                 self._finish(
                     tracked,
                     Outcome(
-                        "pending_timeout",
+                        EndReason.PENDING_TIMEOUT,
                         None,
                         f"the task's pod stayed Pending for {_fmt(pending)} (limit "
                         f"pod_pending_timeout {_fmt(settings.pod_pending_timeout)}): {why}; "
@@ -547,7 +548,7 @@ class KubernetesExecutor:
             LaunchWaiting(
                 tracked.key[0],
                 tracked.key[1],
-                "apiserver_unreachable" if since is not None else None,
+                WaitNote.APISERVER_UNREACHABLE if since is not None else None,
                 message,
                 self._clock(),
             )

@@ -18,6 +18,7 @@ from typing import Any
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import Executor, TaskFinished, TaskStarted, context_env
 from leoflow.domain.progress import end_of_try
+from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import TaskState
 from leoflow.scheduler.agent_endpoint import (
     AgentEndpoint,
@@ -37,12 +38,12 @@ log = logging.getLogger("leoflow.scheduler.agent")
 
 def outcome_of(exit_code: int, oom_killed: bool, timed_out: bool, not_started: bool = False) -> str:
     if not_started:
-        return "launch_failed"
+        return EndReason.LAUNCH_FAILED
     if oom_killed:
-        return "oom"
+        return EndReason.OOM
     if timed_out:
-        return "timeout"
-    return "success" if exit_code == 0 else "exit_code"
+        return EndReason.TIMEOUT
+    return EndReason.SUCCESS if exit_code == 0 else EndReason.EXIT_CODE
 
 
 class SchedulerBackend:

@@ -7,7 +7,7 @@ from typing import Any
 
 from leoflow.domain.execution import Launch
 from leoflow.domain.states import RunState
-from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.scheduler.mirror import RunMirror
 from leoflow.store.rows import TaskChange
 
 
@@ -17,7 +17,6 @@ class Batch:
     fenced transaction, then the loop launches and cancels what it lists."""
 
     changes: list[TaskChange] = field(default_factory=list)
-    touched: list[TaskMirror] = field(default_factory=list)
     run_changes: list[tuple[RunMirror, RunState, RunState, dict[str, Any]]] = field(
         default_factory=list
     )

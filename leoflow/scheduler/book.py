@@ -14,9 +14,10 @@ from typing import Any
 from leoflow.domain.admission import Admission, Candidate
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.states import RunState, TaskState
+from leoflow.domain.task_instance import TaskInstance, candidate
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
-from leoflow.store.rows import RunRow, TaskChange, TaskInstanceRow
+from leoflow.store.rows import RunRow, TaskChange
 
 TaskHook = Callable[[RunMirror, TaskMirror], None]
 RunHook = Callable[[RunMirror], None]
@@ -50,7 +51,6 @@ class Book:
     def record(self, ti: TaskMirror, change: TaskChange, batch: Batch) -> None:
         """Apply ``change`` to the mirror and queue its write, without marking the run."""
         batch.changes.append(change)
-        batch.touched.append(ti)
         ti.state = change.new
         for name, value in change.fields.items():
             setattr(ti, name, value)
@@ -69,16 +69,7 @@ class Book:
 
     def candidate(self, ti: TaskMirror) -> Candidate:
         run = self.runs[ti.run_pk]
-        spec = run.spec.tasks[ti.task_id]
-        return Candidate(
-            key=ti.pk,
-            dag_id=run.dag_id,
-            pool=spec.pool,
-            pool_slots=spec.pool_slots,
-            priority=spec.priority,
-            run_order=run.created_at,
-            ready_order=ti.ready_at or 0.0,
-        )
+        return candidate(ti, run.dag_id, run.created_at)
 
     def offer(self, ti: TaskMirror) -> None:
         self.admission.offer(self.candidate(ti))
@@ -95,7 +86,7 @@ class Book:
 
     # --------------------------------------------------------------------- runs
 
-    def adopt(self, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstanceRow]) -> RunMirror:
+    def adopt(self, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstance]) -> RunMirror:
         present = {ti.task_id for ti in tis}
         mirror = RunMirror.build(row, spec_for_tasks(spec, present), tis)
         old = self.runs.get(row.pk)

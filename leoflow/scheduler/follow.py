@@ -56,6 +56,7 @@ class StoreFollower:
         self._cancel = cancel
         self._run_ended = run_ended
         self._spec_hashes: dict[str, str] = {}
+        self._configured = frozenset(pools)
         self._pools = dict(pools)
 
     async def sync_definitions(self) -> None:
@@ -81,10 +82,15 @@ class StoreFollower:
                 continue
             self._spec_hashes[row.dag_id] = row.spec_hash
         self._register(fresh, {row.dag_id for row in dags if row.paused})
-        for pool in await self.store.list_pools():
-            if self._pools.get(pool.name) != pool.slots:
-                self._pools[pool.name] = pool.slots
-                self.book.admission.set_pool(pool.name, pool.slots)
+        stored = {pool.name: pool.slots for pool in await self.store.list_pools()}
+        for name, slots in stored.items():
+            if self._pools.get(name) != slots:
+                self._pools[name] = slots
+                self.book.admission.set_pool(name, slots)
+        # A pool deleted through the API (never one from the settings) is gone here too.
+        for name in [n for n in self._pools if n not in stored and n not in self._configured]:
+            del self._pools[name]
+            self.book.admission.remove_pool(name)
 
     async def follow_runs(self) -> None:
         """Runs created elsewhere are adopted; runs that ended elsewhere are reloaded."""

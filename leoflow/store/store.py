@@ -930,21 +930,6 @@ class Store:
 
     # ------------------------------------------------------------------ agent tickets
 
-    async def insert_ticket(
-        self, ticket_hash: str, ti_pk: int, try_number: int, expires_at: float
-    ) -> None:
-        params = {
-            "hash": ticket_hash,
-            "ti_pk": ti_pk,
-            "try_number": try_number,
-            "expires_at": expires_at,
-        }
-
-        def op(conn: Connection) -> None:
-            conn.execute(self._insert_ticket, params)
-
-        await self._write(op, None)
-
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
         """Use a ticket once. A failure says why: unknown, already used (replayed, even
         once it has also expired), or expired; ti_pk/try_number name the ticket's task."""
