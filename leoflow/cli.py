@@ -160,7 +160,8 @@ def cmd_dags_next(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from leoflow.domain.loader import DagFileError, LoadOptions
+    from leoflow.domain.catalogue import load_options
+    from leoflow.domain.loader import DagFileError
     from leoflow.lite import resolve_target
 
     settings = _settings(args)
@@ -168,9 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     conf = json.loads(args.conf) if args.conf else None
     from leoflow.dbt.project import expander
 
-    options = LoadOptions(
-        passthrough=settings.task_pod_passthrough if executor == "kubernetes" else None,
-        dbt=expander(settings.home / "dbt-cache"),
+    options = load_options(
+        executor, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
     )
     try:
         loaded = resolve_target(args.target, Path(args.dags) if args.dags else None, options)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import signal
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.dbt.project import expander
+from leoflow.domain.catalogue import CatalogueEntry, load_options
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec
 from leoflow.domain.execution import Executor
 from leoflow.domain.loader import (
@@ -177,17 +177,14 @@ async def _claim_lease(settings: Settings, store: Store) -> LiteLease:
     return LiteLease(elector)
 
 
-def spec_hash(spec: DagSpec) -> str:
-    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
-
-
 async def record_dag(store: Store, loaded: LoadedDag) -> None:
+    entry = CatalogueEntry.of(loaded.spec, fileloc=str(loaded.path), source=loaded.source)
     await store.upsert_dag(
-        loaded.spec.dag_id,
-        fileloc=str(loaded.path),
-        spec_json=loaded.spec.model_dump_json(),
-        spec_hash=spec_hash(loaded.spec),
-        source=loaded.source,
+        entry.dag_id,
+        fileloc=entry.fileloc,
+        spec_json=entry.spec_json,
+        spec_hash=entry.spec_hash,
+        source=entry.source,
     )
     await store.set_dag_error(str(loaded.path), None)
 
@@ -245,8 +242,7 @@ async def run_dag(
                     if task.pool in missing
                 ],
             )
-        await record_dag(runtime.store, loaded)
-        runtime.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
+        await record_dag(runtime.store, loaded)  # the scheduler reads it from there
         if watch is not None:
             watch(runtime.scheduler)
         await runtime.scheduler.start()
@@ -385,12 +381,12 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = DagFolderWatcher(folder, LoadOptions(dbt=expander(settings.home / "dbt-cache")), say)
+    options = load_options(
+        executor_name, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
+    )
+    watcher = DagFolderWatcher(folder, options, say)
     try:
         await watcher.refresh(runtime.store)
-        dags = await runtime.store.list_dags()
-        paused = {d.dag_id for d in dags if d.paused}
-        runtime.scheduler.register_dags({k: v.spec for k, v in watcher.good.items()}, paused)
         await runtime.scheduler.start()
         if api:
             from leoflow.api.server import ApiConfigError, start_api_in_process
@@ -414,11 +410,7 @@ async def serve(
             if runtime.lease is not None and runtime.lease.lost:
                 raise StartupError("lost the store's lease (could not renew it): stopping")
             if await watcher.refresh(runtime.store):
-                dags = await runtime.store.list_dags()
-                paused = {d.dag_id for d in dags if d.paused}
-                runtime.scheduler.register_dags(
-                    {k: v.spec for k, v in watcher.good.items()}, paused
-                )
+                runtime.scheduler.wake()  # the folder's DAGs changed in the store
     finally:
         runtime.store.space.closed = True  # stopping: a full disk must not hold the exit
         await runtime.close()

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance
@@ -104,7 +105,7 @@ class ApplyResult(_Out):
 
 def _spec(row: DagRow) -> DagSpec | None:
     try:
-        return DagSpec.model_validate_json(row.spec_json)
+        return parse_spec(row.spec_json)
     except ValueError:
         return None
 

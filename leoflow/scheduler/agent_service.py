@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import Executor, TaskFinished, TaskStarted, context_env
 from leoflow.domain.progress import end_of_try
@@ -198,7 +199,7 @@ class SchedulerBackend:
             return None
         cached = self._specs.get(dag_id)
         if cached is None or cached[0] != dag.spec_hash:
-            cached = (dag.spec_hash, DagSpec.model_validate_json(dag.spec_json))
+            cached = (dag.spec_hash, parse_spec(dag.spec_json))
             self._specs[dag_id] = cached
         return cached[1].tasks.get(task_id)
 

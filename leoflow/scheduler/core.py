@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,14 +93,20 @@ class Scheduler:
             Admission(config.parallelism, dict(config.pools), config.default_pool_slots)
         )
         self._creation = RunCreation(
-            store, self.book, config, epoch=epoch, clock=clock, wake=self._nudge
+            store,
+            self.book,
+            config,
+            epoch=epoch,
+            clock=clock,
+            wake=self._nudge,
+            learn=self._learn,
         )
         self._follower = StoreFollower(
             store,
             self.book,
             epoch=epoch,
             clock=clock,
-            register=self.register_dags,
+            spec_changed=self._creation.schedule_changed,
             cancel=self._cancel,
             run_ended=self._resolve_waiters,
             pools=config.pools,
@@ -165,18 +171,6 @@ class Scheduler:
             task.cancel()
         await self._logs.stop()
 
-    def register_dags(self, dags: Mapping[str, DagSpec], paused: set[str] | None = None) -> None:
-        book = self.book
-        for dag_id, spec in dags.items():
-            if book.dags.get(dag_id) != spec:
-                self._creation.schedule_changed(dag_id)
-        book.dags = dict(dags)
-        if paused is not None:
-            book.paused = set(paused)
-        for dag_id, spec in book.dags.items():
-            book.admission.set_dag_limit(dag_id, spec.max_active_tasks)
-        self._wakeup.set()
-
     def watch(self, on_task: TaskHook | None = None, on_run: RunHook | None = None) -> None:
         """Be told of every change the scheduler makes in its book (the console's view)."""
         self.book.on_task_change = on_task
@@ -200,9 +194,14 @@ class Scheduler:
         self.book.on_run_change = hook
 
     def wake(self) -> None:
-        """Look at the store now rather than at the next poll (another writer changed it)."""
+        """Look at the store now rather than at the next poll (another writer changed
+        it: a DAG written by the folder loader or the API, a trigger, a pool)."""
+        self._follower.forget_fingerprint()
         self._last_poll = 0.0
         self._wakeup.set()
+
+    async def _learn(self, dag_id: str) -> DagSpec | None:
+        return await self._follower.learn(dag_id)
 
     def _nudge(self) -> None:
         self._wakeup.set()

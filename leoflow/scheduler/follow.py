@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
+from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
@@ -43,7 +45,7 @@ class StoreFollower:
         *,
         epoch: int | None,
         clock: Callable[[], float],
-        register: Callable[[dict[str, DagSpec], set[str]], None],
+        spec_changed: Callable[[str], None],
         cancel: Callable[[int, int, str], None],
         run_ended: Callable[[RunMirror], None],
         pools: Mapping[str, int],
@@ -52,36 +54,28 @@ class StoreFollower:
         self.book = book
         self.epoch = epoch
         self._clock = clock
-        self._register = register
+        self._spec_changed = spec_changed
+        self._fingerprint: tuple[Any, ...] | None = None
         self._cancel = cancel
         self._run_ended = run_ended
         self._spec_hashes: dict[str, str] = {}
         self._configured = frozenset(pools)
         self._pools = dict(pools)
 
+    def forget_fingerprint(self) -> None:
+        """Read every DAG's version at the next sync (told that one changed)."""
+        self._fingerprint = None
+
     async def sync_definitions(self) -> None:
-        """DAG specs, paused flags and pools as the store has them (the API writes there)."""
-        dags = await self.store.list_dags()
-        known = self.book.dags
-        fresh: dict[str, DagSpec] = {}
-        for row in dags:
-            if not row.active:
-                continue
-            current = self._spec_hashes.get(row.dag_id)
-            if current == row.spec_hash and row.dag_id in known:
-                fresh[row.dag_id] = known[row.dag_id]
-                continue
-            try:
-                fresh[row.dag_id] = DagSpec.model_validate_json(row.spec_json)
-            except ValueError:
-                log.exception(
-                    "stored spec of DAG %s does not load; keeping the last good one", row.dag_id
-                )
-                if row.dag_id in known:
-                    fresh[row.dag_id] = known[row.dag_id]
-                continue
-            self._spec_hashes[row.dag_id] = row.spec_hash
-        self._register(fresh, {row.dag_id for row in dags if row.paused})
+        """DAG specs, paused flags and pools as the store has them (the API writes there).
+
+        One aggregate row says whether any DAG row changed since the last sync; only
+        then are the versions read, and a spec only when its hash moved, so an idle
+        poll costs the same with ten DAGs or a thousand."""
+        fingerprint = await self.store.dag_fingerprint()  # before the reads it vouches for
+        if fingerprint != self._fingerprint:
+            await self._read_dags()
+            self._fingerprint = fingerprint
         stored = {pool.name: pool.slots for pool in await self.store.list_pools()}
         for name, slots in stored.items():
             if self._pools.get(name) != slots:
@@ -91,6 +85,42 @@ class StoreFollower:
         for name in [n for n in self._pools if n not in stored and n not in self._configured]:
             del self._pools[name]
             self.book.admission.remove_pool(name)
+
+    async def _read_dags(self) -> None:
+        versions = await self.store.list_dag_versions()
+        active = {v.dag_id: v for v in versions if v.active}
+        dags = self.book.dags
+        for dag_id in [d for d in dags if d not in active]:
+            del dags[dag_id]
+            self._spec_hashes.pop(dag_id, None)
+        stale = [
+            dag_id
+            for dag_id, v in active.items()
+            if dag_id not in dags or self._spec_hashes.get(dag_id) != v.spec_hash
+        ]
+        if stale:
+            for dag_id, (digest, text) in (await self.store.get_dag_specs(stale)).items():
+                self._take(dag_id, digest, text)
+        self.book.paused = {v.dag_id for v in versions if v.paused}
+
+    async def learn(self, dag_id: str) -> DagSpec | None:
+        """One DAG read now, before the next poll (``leoflow run``, a fresh trigger)."""
+        found = (await self.store.get_dag_specs([dag_id])).get(dag_id)
+        if found is not None:
+            self._take(dag_id, *found)
+        return self.book.dags.get(dag_id)
+
+    def _take(self, dag_id: str, digest: str, text: str) -> None:
+        try:
+            spec = parse_spec(text)
+        except ValueError:
+            log.exception("stored spec of DAG %s does not load; keeping the last good one", dag_id)
+            return
+        self._spec_hashes[dag_id] = digest
+        if self.book.dags.get(dag_id) != spec:
+            self.book.dags[dag_id] = spec
+            self.book.admission.set_dag_limit(dag_id, spec.max_active_tasks)
+            self._spec_changed(dag_id)
 
     async def follow_runs(self) -> None:
         """Runs created elsewhere are adopted; runs that ended elsewhere are reloaded."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from leoflow.domain.dag import DagSpec
 from leoflow.domain.runs import runs_to_start
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RunState
@@ -34,6 +35,7 @@ class RunCreation:
         epoch: int | None,
         clock: Callable[[], float],
         wake: Callable[[], None],
+        learn: Callable[[str], Awaitable[DagSpec | None]],
     ) -> None:
         self.store = store
         self.book = book
@@ -41,6 +43,7 @@ class RunCreation:
         self.epoch = epoch
         self._clock = clock
         self._wake = wake
+        self._learn = learn
         self._started_at = clock()
         self._cron_due: dict[str, float] = {}
         self._catchup_capped: set[str] = set()
@@ -58,7 +61,7 @@ class RunCreation:
         logical_date: float | None = None,
         run_type: str = "manual",
     ) -> RunRow:
-        spec = self.book.dags.get(dag_id)
+        spec = self.book.dags.get(dag_id) or await self._learn(dag_id)
         if spec is None:
             raise KeyError(f"unknown DAG {dag_id!r}")
         if self.config.solo:

@@ -160,7 +160,6 @@ async def test_queued_but_never_started_tries_are_queued_again_with_the_same_num
             return None
 
     crashed = Scheduler(store, NeverStarts(), SchedulerConfig(poll_interval=0.2), epoch=epoch)
-    crashed.register_dags({"q": spec})
     await crashed.start()
     row = await crashed.trigger("q")
     ti = crashed.book.runs[row.pk].tasks["a"]
