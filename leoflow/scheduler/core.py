@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from leoflow.domain.admission import Admission
 from leoflow.domain.dag import DagSpec
@@ -49,9 +49,10 @@ from leoflow.scheduler.follow import StoreFollower
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.recovery import recover
-from leoflow.scheduler.run_creation import RunCreation
+from leoflow.scheduler.run_creation import RunCreation, RunOptions
 from leoflow.scheduler.timers import Timers
 from leoflow.scheduler.transitions import Transitions
+from leoflow.scheduler.waiters import RunWaiters
 from leoflow.store import Store
 from leoflow.store.errors import StaleEpoch
 from leoflow.store.rows import RunRow
@@ -131,7 +132,7 @@ class Scheduler:
         self._wakeup = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
-        self._run_waiters: dict[int, list[asyncio.Future[RunRow]]] = {}
+        self._waiters = RunWaiters(store, self._spawn)
         self._logs = LogBuffer(store)
         self._last_poll = 0.0
         self._stopping = False
@@ -232,19 +233,10 @@ class Scheduler:
         self._wakeup.set()
         await done
 
-    async def trigger(
-        self,
-        dag_id: str,
-        *,
-        conf: dict[str, Any] | None = None,
-        run_id: str | None = None,
-        logical_date: float | None = None,
-        run_type: str = "manual",
-    ) -> RunRow:
-        """Create a run of a registered DAG; it starts as soon as max_active_runs allows."""
-        return await self._creation.create(
-            dag_id, conf=conf, run_id=run_id, logical_date=logical_date, run_type=run_type
-        )
+    async def trigger(self, dag_id: str, **options: Unpack[RunOptions]) -> RunRow:
+        """Create a run of a DAG the store holds; it starts as soon as max_active_runs
+        allows. Options: conf, run_id, logical_date, run_type (default manual)."""
+        return await self._creation.create(dag_id, **options)
 
     async def join(self) -> None:
         """Until the loop stops; re-raises what stopped it (LeadershipLost, say)."""
@@ -259,8 +251,7 @@ class Scheduler:
                 raise KeyError(f"no run {run_pk}")
             if row.state in RUN_TERMINAL:
                 return row
-        future: asyncio.Future[RunRow] = asyncio.get_running_loop().create_future()
-        self._run_waiters.setdefault(run_pk, []).append(future)
+        future = self._waiters.wait(run_pk)
         loop_task = self._loop_task
         if loop_task is None:
             return await future
@@ -405,15 +396,4 @@ class Scheduler:
         )
 
     def _resolve_waiters(self, run: RunMirror) -> None:
-        waiters = self._run_waiters.pop(run.pk, [])
-        if waiters:
-            self._spawn(self._deliver(run.pk, waiters))
-
-    async def _deliver(self, run_pk: int, waiters: list[asyncio.Future[RunRow]]) -> None:
-        row = await self.store.get_run(run_pk)
-        for future in waiters:
-            if not future.done():
-                if row is None:
-                    future.set_exception(KeyError(run_pk))
-                else:
-                    future.set_result(row)
+        self._waiters.run_ended(run.pk)

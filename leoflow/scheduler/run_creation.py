@@ -8,7 +8,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.runs import runs_to_start
@@ -23,6 +23,15 @@ from leoflow.store.errors import RunExists
 from leoflow.store.rows import RunRow, TaskSeed
 
 log = logging.getLogger("leoflow.scheduler")
+
+
+class RunOptions(TypedDict, total=False):
+    """How a run is made; every key may be left out (``Scheduler.trigger``)."""
+
+    conf: dict[str, Any] | None
+    run_id: str | None
+    logical_date: float | None
+    run_type: str
 
 
 class RunCreation:
@@ -52,20 +61,13 @@ class RunCreation:
         """A new spec: work out its next fire time again."""
         self._cron_due.pop(dag_id, None)
 
-    async def create(
-        self,
-        dag_id: str,
-        *,
-        conf: dict[str, Any] | None = None,
-        run_id: str | None = None,
-        logical_date: float | None = None,
-        run_type: str = "manual",
-    ) -> RunRow:
+    async def create(self, dag_id: str, **options: Unpack[RunOptions]) -> RunRow:
         spec = self.book.dags.get(dag_id) or await self._learn(dag_id)
         if spec is None:
             raise KeyError(f"unknown DAG {dag_id!r}")
-        if self.config.solo:
-            run_type = LOCAL_RUN_TYPE
+        run_type = LOCAL_RUN_TYPE if self.config.solo else options.get("run_type", "manual")
+        logical_date = options.get("logical_date")
+        run_id = options.get("run_id")
         if run_id is None:
             when = logical_date or self._clock()
             stamp = datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
@@ -80,7 +82,7 @@ class RunCreation:
             run_id,
             run_type=run_type,
             logical_date=logical_date,
-            conf=conf or {},
+            conf=options.get("conf") or {},
             tasks=seeds,
             epoch=self.epoch,
         )
