@@ -22,6 +22,7 @@ class SchedulerConfig:
     # Catching up creates at most this many runs of one DAG that wait queued; more
     # come as those start, so a far start_date never floods the store in a burst.
     max_catchup_runs: int = 100
+    retention: float | None = None  # seconds; see scheduler/retention.py
 
 
 # The run type of a solo scheduler's runs: no other scheduler adopts or recovers them.

@@ -49,6 +49,7 @@ from leoflow.scheduler.follow import StoreFollower
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.recovery import recover
+from leoflow.scheduler.retention import Retention
 from leoflow.scheduler.run_creation import RunCreation, RunOptions
 from leoflow.scheduler.timers import Timers
 from leoflow.scheduler.transitions import Transitions
@@ -134,6 +135,7 @@ class Scheduler:
         self._background: set[asyncio.Task[Any]] = set()
         self._waiters = RunWaiters(store, self._spawn)
         self._logs = LogBuffer(store)
+        self.retention = Retention(store, None if config.solo else config.retention)
         self._last_poll = 0.0
         self._stopping = False
         self.failure: BaseException | None = None
@@ -152,11 +154,13 @@ class Scheduler:
                 await self._commit.flush(batch)
         self._logs.start()
         self._loop_task = asyncio.create_task(self._loop(), name="leoflow-scheduler-loop")
+        self.retention.start()
 
     async def stop(self) -> None:
         if self._stopping:
             return
         self._stopping = True
+        await self.retention.stop()
         self.interrupted = self.book.live()
         self._wakeup.set()
         if self._loop_task is not None:
