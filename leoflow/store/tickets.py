@@ -20,7 +20,6 @@ _ticket = tickets.c
 class TicketRecords(StoreBase):
     def _build_statements(self) -> None:
         super()._build_statements()
-        self._insert_ticket = sa.insert(tickets)
         self._consume_ticket = (
             sa.update(tickets)
             .where(
