@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,7 +27,8 @@ from leoflow.api.schemas import (
     dag_detail,
     dag_summary,
 )
-from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
+from leoflow.dagfile.loader import DagFileError, load_options, parse_dag
+from leoflow.domain.catalogue import CatalogueEntry
 
 router = APIRouter(prefix="/api/v1/dags", tags=["dags"])
 
@@ -87,9 +87,8 @@ async def apply_dag(
     settings = ctx.settings
     store = ctx.store
     known_pools = {p.name for p in await store.list_pools()} | set(settings.pools)
-    options = LoadOptions(
-        known_pools=known_pools,
-        passthrough=settings.task_pod_passthrough if settings.executor == "kubernetes" else None,
+    options = load_options(
+        settings.executor, settings.task_pod_passthrough, known_pools=known_pools
     )
     try:
         spec = parse_dag(text, _api_path(name), options)
@@ -102,14 +101,14 @@ async def apply_dag(
         problem = Problem(file=file, field="", line=None, message="the document nests too deeply")
         return _invalid(file, [problem])
     previous = await store.get_dag(spec.dag_id)
-    spec_json = spec.model_dump_json()
-    fileloc = f"api:{spec.dag_id}"
+    entry = CatalogueEntry.of(spec, fileloc=f"api:{spec.dag_id}", source=text)
+    fileloc = entry.fileloc
     changed = await store.upsert_dag(
-        spec.dag_id,
+        entry.dag_id,
         fileloc=fileloc,
-        spec_json=spec_json,
-        spec_hash=hashlib.sha256(spec_json.encode()).hexdigest(),
-        source=text,
+        spec_json=entry.spec_json,
+        spec_hash=entry.spec_hash,
+        source=entry.source,
     )
     if changed:
         ctx.changed()

@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 from fastapi import HTTPException
 
+from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
 from leoflow.store import Store
 from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
@@ -37,7 +38,7 @@ def spec_of(row: DagRow) -> DagSpec | None:
         _SPECS.move_to_end(key)
         return cached
     try:
-        spec = DagSpec.model_validate_json(row.spec_json)
+        spec = parse_spec(row.spec_json)
     except ValueError:
         return None
     _SPECS[key] = spec

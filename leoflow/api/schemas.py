@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RunState, TaskState
-from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
+from leoflow.domain.task_instance import TaskInstance
+from leoflow.store.rows import DagRow, RunRow
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:+~-]{0,249}$"
 POOL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
@@ -103,7 +105,7 @@ class ApplyResult(_Out):
 
 def _spec(row: DagRow) -> DagSpec | None:
     try:
-        return DagSpec.model_validate_json(row.spec_json)
+        return parse_spec(row.spec_json)
     except ValueError:
         return None
 
@@ -204,7 +206,19 @@ def run_out(row: RunRow) -> RunOut:
 # -------------------------------------------------------------- task instances
 
 
+def _stamp(value: object) -> object:
+    return ts(float(value)) if isinstance(value, int | float) else value
+
+
+# A store timestamp (epoch seconds) as the API shows it, converted exactly as ``ts``.
+Stamp = Annotated[datetime | None, BeforeValidator(_stamp)]
+
+
 class TaskInstanceOut(_Out):
+    """``leoflow.domain.task_instance.TaskInstance`` as the API shows it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
     pk: int
     dag_id: str
     run_id: str
@@ -215,12 +229,12 @@ class TaskInstanceOut(_Out):
     pool: str
     pool_slots: int
     priority: int
-    ready_at: datetime | None
-    queued_at: datetime | None
-    started_at: datetime | None
-    ended_at: datetime | None
-    next_retry_at: datetime | None
-    heartbeat_at: datetime | None
+    ready_at: Stamp
+    queued_at: Stamp
+    started_at: Stamp
+    ended_at: Stamp
+    next_retry_at: Stamp
+    heartbeat_at: Stamp
     exit_code: int | None
     reason: str | None
     message: str | None
@@ -233,28 +247,8 @@ class TaskInstancePage(_Out):
     )
 
 
-def ti_out(row: TaskInstanceRow) -> TaskInstanceOut:
-    return TaskInstanceOut(
-        pk=row.pk,
-        dag_id=row.dag_id,
-        run_id=row.run_id,
-        task_id=row.task_id,
-        state=row.state,
-        try_number=row.try_number,
-        max_tries=row.max_tries,
-        pool=row.pool,
-        pool_slots=row.pool_slots,
-        priority=row.priority,
-        ready_at=ts(row.ready_at),
-        queued_at=ts(row.queued_at),
-        started_at=ts(row.started_at),
-        ended_at=ts(row.ended_at),
-        next_retry_at=ts(row.next_retry_at),
-        heartbeat_at=ts(row.heartbeat_at),
-        exit_code=row.exit_code,
-        reason=row.reason,
-        message=row.message,
-    )
+def ti_out(row: TaskInstance) -> TaskInstanceOut:
+    return TaskInstanceOut.model_validate(row, from_attributes=True)
 
 
 class ClearResult(_Out):

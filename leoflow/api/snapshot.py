@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from leoflow.api.lookup import spec_of
-from leoflow.domain.explain import AdmissionSnapshot, Limits, RunGate, RunInfo, TaskInfo
+from leoflow.domain.explain import AdmissionSnapshot, Limits, RunGate, RunInfo
 from leoflow.domain.explain import count_running_and_older as _count
 from leoflow.domain.states import TASK_HOLDS_SLOTS, RunState, TaskState
 from leoflow.settings import Settings
@@ -13,25 +13,6 @@ from leoflow.store.rows import TaskInstanceRow
 
 # Far above any real number of active runs; the lists below are of active rows only.
 _ACTIVE_LIMIT = 1_000_000
-
-
-def task_info(ti: TaskInstanceRow) -> TaskInfo:
-    return TaskInfo(
-        key=ti.pk,
-        run_key=ti.run_pk,
-        dag_id=ti.dag_id,
-        task_id=ti.task_id,
-        state=ti.state,
-        try_number=ti.try_number,
-        max_tries=ti.max_tries,
-        pool=ti.pool,
-        pool_slots=ti.pool_slots,
-        priority=ti.priority,
-        ready_at=ti.ready_at,
-        next_retry_at=ti.next_retry_at,
-        reason=ti.reason,
-        message=ti.message,
-    )
 
 
 async def pool_sizes(store: Store, settings: Settings) -> dict[str, int]:
@@ -62,8 +43,8 @@ async def _snapshot(
     ages = {**ages, **await store.run_created_at(missing)}
     return AdmissionSnapshot(
         limits=await _limits(store, settings),
-        held=[task_info(ti) for ti in held],
-        waiting=[task_info(ti) for ti in waiting],
+        held=held,
+        waiting=waiting,
         run_created_at=ages,
     )
 

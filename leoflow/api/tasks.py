@@ -21,7 +21,7 @@ from leoflow.api.schemas import (
     ti_out,
     ts,
 )
-from leoflow.api.snapshot import admission_snapshot, run_gate, task_info
+from leoflow.api.snapshot import admission_snapshot, run_gate
 from leoflow.domain.explain import RunInfo, explain
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.domain.trigger_rules import TriggerRule
@@ -174,7 +174,7 @@ async def why_waiting(dag_id: str, run_id: str, task_id: str, ctx: Ctx, who: Vie
     elif run.state is RunState.RUNNING and ti.state is TaskState.SCHEDULED:
         snapshot = await admission_snapshot(store, ctx.settings, target=ti)
     answer = explain(
-        task_info(ti),
+        ti,
         run_info,
         now=ctx.clock(),
         depends_on=task_spec.depends_on if task_spec is not None else (),

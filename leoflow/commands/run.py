@@ -58,16 +58,15 @@ async def _load_and_run(
     signals: list[int],
 ) -> int:
     from leoflow.commands.console import Progress, final_table
-    from leoflow.dagfile.loader import DagFileError, LoadOptions
+    from leoflow.dagfile.loader import DagFileError, load_options
     from leoflow.dbt.project import expander
     from leoflow.domain.progress import topological_order
     from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.runtime.dagfolder import announce_ignored
     from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
 
-    options = LoadOptions(
-        passthrough=settings.task_pod_passthrough if executor == "kubernetes" else None,
-        dbt=expander(settings.home / "dbt-cache"),
+    options = load_options(
+        executor, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
     )
     loaded = load_target(args.target, Path(args.dags) if args.dags else None, options)
     if loaded is None:

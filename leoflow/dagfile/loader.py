@@ -61,6 +61,23 @@ class LoadOptions:
     dbt: DbtExpander | None = None
 
 
+def load_options(
+    executor: str,
+    task_pod_passthrough: Collection[str],
+    *,
+    known_pools: Collection[str] | None = None,
+    dbt: DbtExpander | None = None,
+) -> LoadOptions:
+    """The one rule for the options a DAG is loaded with, for every way in (a folder,
+    ``leoflow run``, the API): ``passthrough`` (which pod fields a task may set)
+    applies only where tasks run as pods, i.e. with the kubernetes executor."""
+    return LoadOptions(
+        known_pools=known_pools,
+        passthrough=task_pod_passthrough if executor == "kubernetes" else None,
+        dbt=dbt,
+    )
+
+
 @dataclass(frozen=True)
 class LoadedDag:
     spec: DagSpec

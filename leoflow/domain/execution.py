@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the DAG models cost ~50 ms to import; Lite starts its agent first
     from leoflow.domain.dag import TaskSpec
+from leoflow.domain.reasons import EndReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +52,7 @@ class TaskStarted:
 class TaskFinished:
     """How a try ended. ``reason`` is a short code; ``message`` is for people.
 
-    Reasons: success, exit_code, timeout, oom, lost, cancelled, launch_failed,
-    evicted, image_pull, pending_timeout, secret, agent_died (the agent died under
-    the try and its processes are gone: retried without spending a retry).
+    Reasons: the codes of ``leoflow.domain.reasons.EndReason``.
     """
 
     ti_pk: int
@@ -65,7 +64,7 @@ class TaskFinished:
 
     @property
     def succeeded(self) -> bool:
-        return self.reason == "success"
+        return self.reason == EndReason.SUCCESS
 
 
 @dataclass(frozen=True, slots=True)

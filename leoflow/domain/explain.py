@@ -19,35 +19,17 @@ from datetime import UTC, datetime
 
 from leoflow.domain.admission import Admission, Candidate
 from leoflow.domain.durations import format_duration
+from leoflow.domain.reasons import WaitNote
 from leoflow.domain.states import TASK_TERMINAL, RunState, TaskState
+from leoflow.domain.task_instance import TaskInstance, candidate
 from leoflow.domain.trigger_rules import Counts, Decision, TriggerRule, decide, waiting_message
 
 _BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 
 
-@dataclass(frozen=True, slots=True)
-class TaskInfo:
-    """What the explanation needs of a task instance (a store row, flattened)."""
-
-    key: int
-    run_key: int
-    dag_id: str
-    task_id: str
-    state: TaskState
-    try_number: int
-    max_tries: int
-    pool: str
-    pool_slots: int
-    priority: int
-    ready_at: float | None = None
-    next_retry_at: float | None = None
-    reason: str | None = None
-    message: str | None = None
-
-
 # A queued try's ``reason`` while its executor cannot reach its platform (the
 # executor's LaunchWaiting note); the ``message`` says since when.
-LAUNCH_WAITING_REASONS = frozenset({"apiserver_unreachable"})
+LAUNCH_WAITING_REASONS = frozenset({WaitNote.APISERVER_UNREACHABLE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +56,8 @@ class AdmissionSnapshot:
     """Every task instance that holds slots or waits for them, and their runs' ages."""
 
     limits: Limits
-    held: Sequence[TaskInfo]
-    waiting: Sequence[TaskInfo]
+    held: Sequence[TaskInstance]
+    waiting: Sequence[TaskInstance]
     run_created_at: Mapping[int, float]
 
 
@@ -119,16 +101,8 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
-def _candidate(ti: TaskInfo, run_created_at: Mapping[int, float]) -> Candidate:
-    return Candidate(
-        key=ti.key,
-        dag_id=ti.dag_id,
-        pool=ti.pool,
-        pool_slots=max(1, ti.pool_slots),
-        priority=ti.priority,
-        run_order=run_created_at.get(ti.run_key, 0.0),
-        ready_order=ti.ready_at or 0.0,
-    )
+def _candidate(ti: TaskInstance, run_created_at: Mapping[int, float]) -> Candidate:
+    return candidate(ti, ti.dag_id, run_created_at.get(ti.run_pk, 0.0))
 
 
 def admission_for(snapshot: AdmissionSnapshot) -> Admission:
@@ -149,9 +123,9 @@ def admission_for(snapshot: AdmissionSnapshot) -> Admission:
     return admission
 
 
-def _admission_reason(ti: TaskInfo, snapshot: AdmissionSnapshot) -> Explanation:
+def _admission_reason(ti: TaskInstance, snapshot: AdmissionSnapshot) -> Explanation:
     admission = admission_for(snapshot)
-    if admission.is_held(ti.key):
+    if admission.is_held(ti.pk):
         return Explanation(
             ti.state,
             False,
@@ -159,9 +133,9 @@ def _admission_reason(ti: TaskInfo, snapshot: AdmissionSnapshot) -> Explanation:
             "nothing blocks it: the scheduler admits it on its next tick",
             needed=ti.pool_slots,
         )
-    why = admission.why(ti.key)
+    why = admission.why(ti.pk)
     if why is None:  # not offered: the caller left it out of ``waiting``
-        raise ValueError(f"task instance {ti.key} is not among the waiting task instances")
+        raise ValueError(f"task instance {ti.pk} is not among the waiting task instances")
     return Explanation(
         ti.state,
         True,
@@ -175,7 +149,7 @@ def _admission_reason(ti: TaskInfo, snapshot: AdmissionSnapshot) -> Explanation:
 
 
 def _upstream_reason(
-    ti: TaskInfo,
+    ti: TaskInstance,
     depends_on: Sequence[str],
     states: Mapping[str, TaskState],
     rule: TriggerRule,
@@ -228,7 +202,7 @@ def _upstream_reason(
     )
 
 
-def _retry_reason(ti: TaskInfo, now: float) -> Explanation:
+def _retry_reason(ti: TaskInstance, now: float) -> Explanation:
     next_try = ti.try_number + 1
     if ti.next_retry_at is None or ti.next_retry_at <= now:
         return Explanation(
@@ -251,7 +225,7 @@ def _retry_reason(ti: TaskInfo, now: float) -> Explanation:
     )
 
 
-def _run_gate_reason(ti: TaskInfo, run: RunInfo, gate: RunGate) -> Explanation:
+def _run_gate_reason(ti: TaskInstance, run: RunInfo, gate: RunGate) -> Explanation:
     ahead = gate.running + gate.older_queued
     older = f"; {gate.older_queued} older queued run(s) go first" if gate.older_queued else ""
     if ahead < gate.max_active_runs:
@@ -279,7 +253,7 @@ def _run_gate_reason(ti: TaskInfo, run: RunInfo, gate: RunGate) -> Explanation:
 
 
 def explain(
-    ti: TaskInfo,
+    ti: TaskInstance,
     run: RunInfo,
     *,
     now: float,

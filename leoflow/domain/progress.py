@@ -9,17 +9,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import TASK_TERMINAL, RunState, TaskState
 from leoflow.domain.trigger_rules import Counts, Decision, decide
 
 _BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 # A try that ended for one of these reasons is not retried: retrying cannot help.
-NOT_RETRYABLE = frozenset({"cancelled", "secret"})
+NOT_RETRYABLE = frozenset({EndReason.CANCELLED, EndReason.SECRET})
 # A try that ended for one of these reasons failed through no fault of the task (its
 # agent died under it): it runs again without spending a retry. At most
 # ``MAX_UNCOUNTED_TRIES`` times per task instance, so a task that kills its own agent
 # cannot run forever.
-NOT_COUNTED = frozenset({"agent_died"})
+NOT_COUNTED = frozenset({EndReason.AGENT_DIED})
 MAX_UNCOUNTED_TRIES = 3
 
 
@@ -106,7 +107,7 @@ def final_state(spec: DagSpec, states: Mapping[str, TaskState]) -> RunState | No
 
 def after_try(reason: str, try_number: int, max_tries: int) -> TaskState:
     """The state a task instance takes when a try ends with ``reason``."""
-    if reason == "success":
+    if reason == EndReason.SUCCESS:
         return TaskState.SUCCESS
     if reason in NOT_RETRYABLE or try_number >= max_tries:
         return TaskState.FAILED

@@ -34,6 +34,7 @@ from typing import Any
 
 from leoflow.agent.environment import base_environment, resolve_task_user
 from leoflow.domain.execution import Attempt, Launch, LaunchError, Report, TaskFinished
+from leoflow.domain.reasons import EndReason
 from leoflow.executor.process_groups import group_alive
 from leoflow.executor.spawn import PipedChild, spawn_piped
 from leoflow.settings import Settings
@@ -131,7 +132,7 @@ class LocalAgentExecutor:
             self._finish(
                 launch,
                 None,
-                "agent_died",
+                EndReason.AGENT_DIED,
                 f"the local agent process exited with code {code} while this try ran; "
                 "its processes were killed and it is retried without counting against "
                 "the task's retries",
@@ -174,7 +175,7 @@ class LocalAgentExecutor:
             launch = self._inflight.pop(key, None)
             if launch is not None:
                 code = event.get("exit_code")
-                reason = "success" if code == 0 else "exit_code"
+                reason = EndReason.SUCCESS if code == 0 else EndReason.EXIT_CODE
                 self._finish(
                     launch,
                     code if isinstance(code, int) else None,
@@ -188,7 +189,7 @@ class LocalAgentExecutor:
                 self._finish(
                     launch,
                     None,
-                    "launch_failed",
+                    EndReason.LAUNCH_FAILED,
                     f"the agent could not run it: {event.get('message')}",
                 )
 

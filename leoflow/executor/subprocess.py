@@ -32,6 +32,7 @@ from leoflow.domain.execution import (
     TaskStarted,
     context_env,
 )
+from leoflow.domain.reasons import EndReason
 from leoflow.executor.spawn import Child, spawn
 
 KILL_GRACE = 5.0
@@ -137,17 +138,17 @@ class SubprocessExecutor:
         code, said = describe_exit(process.returncode)
         if timed_out:
             assert launch.spec.timeout is not None
-            reason = "timeout"
+            reason = EndReason.TIMEOUT
             message = (
                 f"timed out after {format_duration(launch.spec.timeout)}; "
                 "the task's process group was killed"
             )
         elif child.cancel_reason is not None:
-            reason, message = "cancelled", f"cancelled: {child.cancel_reason}"
+            reason, message = EndReason.CANCELLED, f"cancelled: {child.cancel_reason}"
         elif process.returncode == 0:
-            reason, message = "success", said
+            reason, message = EndReason.SUCCESS, said
         else:
-            reason, message = "exit_code", said
+            reason, message = EndReason.EXIT_CODE, said
         report(TaskFinished(launch.ti_pk, launch.try_number, code, reason, message, time.time()))
 
     async def _kill_group(self, process: Child) -> None:

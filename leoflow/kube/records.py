@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from leoflow.domain.reasons import EndReason
 from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import CONTAINER, LABEL_TI, LABEL_TRY
 
@@ -155,27 +156,29 @@ def terminal_outcome(record: PodRecord) -> Outcome:
     """How a try ended, read from its finished pod (the agent did not report)."""
     note = "; its agent did not report, so this comes from the pod's status"
     if record.status_reason == "Evicted":
-        return Outcome("evicted", None, f"evicted by the kubelet: {record.status_message or ''}")
+        return Outcome(
+            EndReason.EVICTED, None, f"evicted by the kubelet: {record.status_message or ''}"
+        )
     if record.terminated_reason == "OOMKilled":
-        return Outcome("oom", record.exit_code, OOM_MESSAGE)
+        return Outcome(EndReason.OOM, record.exit_code, OOM_MESSAGE)
     code = record.exit_code
     if code is None:
         why = record.status_reason or "unknown reason"
         detail = f": {record.status_message}" if record.status_message else ""
         return Outcome(
-            "lost",
+            EndReason.LOST,
             None,
             f"the pod {record.name} {record.phase.lower()} without a container exit ({why}"
             f"{detail}){note}",
         )
     if code == 0 and record.phase == "Succeeded":
-        return Outcome("success", 0, f"the task's container exited 0{note}")
+        return Outcome(EndReason.SUCCESS, 0, f"the task's container exited 0{note}")
     what = AGENT_EXIT_CODES.get(code)
     detail = f" ({what})" if what else ""
     extra = f": {record.terminated_message}" if record.terminated_message else ""
     reason = record.terminated_reason or "Error"
     return Outcome(
-        "exit_code",
+        EndReason.EXIT_CODE,
         code,
         f"the task's container exited with code {code}{detail} [{reason}]{extra}{note}",
     )
@@ -187,7 +190,7 @@ def waiting_outcome(record: PodRecord) -> Outcome | None:
     if reason in IMAGE_PULL_REASONS:
         msg = f": {record.waiting_message}" if record.waiting_message else ""
         return Outcome(
-            "image_pull",
+            EndReason.IMAGE_PULL,
             None,
             f"the task's image could not be pulled ({reason}{msg}); the pod was deleted",
         )
@@ -201,7 +204,7 @@ def waiting_outcome(record: PodRecord) -> Outcome | None:
                 "taskPodSecurity.runAsNonRoot."
             )
         return Outcome(
-            "launch_failed",
+            EndReason.LAUNCH_FAILED,
             None,
             f"the task's container could not be created ({reason}: {text}); the pod was "
             f"deleted.{hint}",

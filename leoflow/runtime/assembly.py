@@ -48,8 +48,7 @@ class Runtime:
 
     def observe(self, observer: RunObserver) -> None:
         """Tell ``observer`` of every change to a run or a task instance of this scheduler."""
-        self.scheduler.on_run_change = observer.run_changed
-        self.scheduler.on_task_change = observer.task_changed
+        self.scheduler.watch(on_task=observer.task_changed, on_run=observer.run_changed)
 
     async def close(self) -> None:
         await self.scheduler.stop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +20,7 @@ from leoflow.dagfile.loader import (
     load_dag_file,
     load_dag_folder,
 )
+from leoflow.domain.catalogue import CatalogueEntry
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.printable import printable
 
@@ -29,17 +29,14 @@ if TYPE_CHECKING:
     from leoflow.store import Store
 
 
-def spec_hash(spec: DagSpec) -> str:
-    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
-
-
 async def record_dag(store: Store, loaded: LoadedDag) -> None:
+    entry = CatalogueEntry.of(loaded.spec, fileloc=str(loaded.path), source=loaded.source)
     await store.upsert_dag(
-        loaded.spec.dag_id,
-        fileloc=str(loaded.path),
-        spec_json=loaded.spec.model_dump_json(),
-        spec_hash=spec_hash(loaded.spec),
-        source=loaded.source,
+        entry.dag_id,
+        fileloc=entry.fileloc,
+        spec_json=entry.spec_json,
+        spec_hash=entry.spec_hash,
+        source=entry.source,
     )
     await store.set_dag_error(str(loaded.path), None)
 
@@ -140,8 +137,7 @@ class DagFolderWatcher:
 
 
 async def sync_dag_folder(watcher: DagFolderWatcher, store: Store, scheduler: Scheduler) -> None:
-    """The one way the folder's DAGs reach the scheduler: on start and on every change."""
-    if not await watcher.refresh(store):
-        return
-    paused = {d.dag_id for d in await store.list_dags() if d.paused}
-    scheduler.register_dags({k: v.spec for k, v in watcher.good.items()}, paused)
+    """The folder's DAGs go into the store, the scheduler's one way in for DAGs; it
+    is woken to read them when something changed."""
+    if await watcher.refresh(store):
+        scheduler.wake()

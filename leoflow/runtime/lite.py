@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from leoflow.dagfile.loader import DagFileError, LoadedDag, LoadOptions, Problem
+from leoflow.dagfile.loader import DagFileError, LoadedDag, Problem, load_options
 from leoflow.dbt.project import expander
 from leoflow.domain.dag import DEFAULT_POOL
 from leoflow.domain.execution import Executor
@@ -46,8 +46,7 @@ async def run_dag(
     runtime = await open_runtime(settings, executor_name, solo=True, executor=executor)
     try:
         _check_pools(loaded, set(runtime.scheduler.config.pools) | {DEFAULT_POOL})
-        await record_dag(runtime.store, loaded)
-        runtime.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
+        await record_dag(runtime.store, loaded)  # the scheduler reads it from there
         if watch is not None:
             watch(runtime)
         await runtime.scheduler.start()
@@ -132,7 +131,10 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    watcher = DagFolderWatcher(folder, LoadOptions(dbt=expander(settings.home / "dbt-cache")), say)
+    options = load_options(
+        executor_name, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
+    )
+    watcher = DagFolderWatcher(folder, options, say)
     try:
         await sync_dag_folder(watcher, runtime.store, runtime.scheduler)
         await runtime.scheduler.start()

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from leoflow.domain.backfill import run_env
+from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import TaskFinished, TaskStarted, context_env
 from leoflow.domain.progress import end_of_try
+from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import TaskState
 from leoflow.scheduler.agent_backend import (
     Outcome,
@@ -39,12 +41,12 @@ log = logging.getLogger("leoflow.scheduler.agent")
 
 def outcome_of(outcome: Outcome) -> str:
     if outcome.not_started:
-        return "launch_failed"
+        return EndReason.LAUNCH_FAILED
     if outcome.oom_killed:
-        return "oom"
+        return EndReason.OOM
     if outcome.timed_out:
-        return "timeout"
-    return "success" if outcome.exit_code == 0 else "exit_code"
+        return EndReason.TIMEOUT
+    return EndReason.SUCCESS if outcome.exit_code == 0 else EndReason.EXIT_CODE
 
 
 class SchedulerBackend:
@@ -209,7 +211,7 @@ class SchedulerBackend:
             return None
         cached = self._specs.get(dag_id)
         if cached is None or cached[0] != dag.spec_hash:
-            cached = (dag.spec_hash, DagSpec.model_validate_json(dag.spec_json))
+            cached = (dag.spec_hash, parse_spec(dag.spec_json))
             self._specs[dag_id] = cached
         return cached[1].tasks.get(task_id)
 

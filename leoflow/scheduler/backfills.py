@@ -39,7 +39,7 @@ class BackfillDriver:
     async def advance(self) -> None:
         store = self._scheduler.store
         for backfill in await list_backfills(store, states=["running"], limit=1000):
-            if backfill.dag_id not in self._scheduler.dags:
+            if backfill.dag_id not in self._scheduler.book.dags:
                 continue  # its DAG is gone or does not load here: the backfill waits
             await self._advance_one(backfill)
 

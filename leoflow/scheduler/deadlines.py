@@ -35,7 +35,7 @@ class DeadlineWatch:
         self._scheduler = scheduler
 
     async def check(self, now: float) -> None:
-        for run in list(self._scheduler.runs.values()):
+        for run in list(self._scheduler.book.runs.values()):
             if run.state not in _LIVE:
                 continue
             spec = run.spec

@@ -7,22 +7,31 @@ that fails means the picture is stale, and the run is reloaded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.progress import topological_order
 from leoflow.domain.states import RunState, TaskState
-from leoflow.store.rows import RunRow, TaskInstanceRow
+from leoflow.domain.task_instance import TaskInstance
+from leoflow.store.rows import RunRow
 
 
 @dataclass(slots=True)
 class TaskMirror:
+    """The mutable part of a ``TaskInstance`` the scheduler decides on. Its fields
+    are the record's (same names, same types; a unit test holds them together),
+    copied by name in ``from_row``; the store is still where the rest is read."""
+
     pk: int
     run_pk: int
     task_id: str
     state: TaskState
     try_number: int
     max_tries: int
+    pool: str
+    pool_slots: int
+    priority: int
     ready_at: float | None = None
     queued_at: float | None = None
     started_at: float | None = None
@@ -33,29 +42,14 @@ class TaskMirror:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
-    cancel_requested: str | None = None
-    cancel_sent: bool = False
 
     @classmethod
-    def from_row(cls, row: TaskInstanceRow) -> TaskMirror:
-        return cls(
-            pk=row.pk,
-            run_pk=row.run_pk,
-            task_id=row.task_id,
-            state=row.state,
-            try_number=row.try_number,
-            max_tries=row.max_tries,
-            ready_at=row.ready_at,
-            queued_at=row.queued_at,
-            started_at=row.started_at,
-            ended_at=row.ended_at,
-            next_retry_at=row.next_retry_at,
-            heartbeat_at=row.heartbeat_at,
-            executor_ref=row.executor_ref,
-            exit_code=row.exit_code,
-            reason=row.reason,
-            message=row.message,
-        )
+    def from_row(cls, row: TaskInstance) -> TaskMirror:
+        return cls(**{name: getattr(row, name) for name in MIRRORED_FIELDS})
+
+
+# Every mirror field is a record field, so the copy is by name.
+MIRRORED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(TaskMirror))
 
 
 @dataclass(slots=True)
@@ -74,7 +68,7 @@ class RunMirror:
     deadline_missed_at: float | None = None
 
     @classmethod
-    def build(cls, row: RunRow, spec: DagSpec, tis: list[TaskInstanceRow]) -> RunMirror:
+    def build(cls, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstance]) -> RunMirror:
         mirror = cls(
             pk=row.pk,
             dag_id=row.dag_id,
@@ -90,6 +84,11 @@ class RunMirror:
         for ti in tis:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)
         return mirror
+
+    @property
+    def run_order(self) -> float:
+        """Its age for ``domain.runs.runs_to_start``: older runs start first."""
+        return self.created_at
 
     def states(self) -> dict[str, TaskState]:
         return {task_id: ti.state for task_id, ti in self.tasks.items()}

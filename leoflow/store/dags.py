@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from leoflow.domain.catalogue import DagVersion
 from leoflow.store.base import IN_CHUNK, StoreBase, chunks, now
 from leoflow.store.rows import DagRow
 from leoflow.store.schema import dag_import_errors, dags
@@ -52,6 +53,15 @@ class DagRecords(StoreBase):
             _dag.updated_at,
             _err.error,
         ).select_from(dags.outerjoin(dag_import_errors, _err.fileloc == _dag.fileloc))
+        self._dag_fingerprint = sa.select(
+            sa.func.count(),
+            sa.func.sum(_dag.updated_at),
+            sa.func.sum(sa.case((_dag.paused, 1), else_=0)),
+            sa.func.sum(sa.case((_dag.active, 1), else_=0)),
+        ).select_from(dags)
+        self._dag_versions = sa.select(
+            _dag.dag_id, _dag.spec_hash, _dag.paused, _dag.active
+        ).order_by(_dag.dag_id)
         ins = self._insert(dag_import_errors)
         self._upsert_dag_error = ins.on_conflict_do_update(
             index_elements=[_err.fileloc],
@@ -96,9 +106,41 @@ class DagRecords(StoreBase):
 
         return await self._read(op)
 
+    async def dag_fingerprint(self) -> tuple[Any, ...]:
+        """Changes whenever any DAG row does (every write sets its updated_at): the
+        scheduler's poll reads this one row and the DAGs only when it moved."""
+
+        def op(conn: Connection) -> tuple[Any, ...]:
+            return tuple(conn.execute(self._dag_fingerprint).one())
+
+        return await self._read(op)
+
+    async def list_dag_versions(self) -> list[DagVersion]:
+        """Every DAG's id, spec hash and flags, without the spec itself."""
+
+        def op(conn: Connection) -> list[DagVersion]:
+            rows = conn.execute(self._dag_versions)
+            return [DagVersion(r[0], r[1], bool(r[2]), bool(r[3])) for r in rows]
+
+        return await self._read(op)
+
+    async def get_dag_specs(self, dag_ids: Collection[str]) -> dict[str, tuple[str, str]]:
+        """``dag_id -> (spec_hash, spec_json)`` for the given DAGs."""
+        wanted = sorted(set(dag_ids))
+        cols = (_dag.dag_id, _dag.spec_hash, _dag.spec_json)
+
+        def op(conn: Connection) -> dict[str, tuple[str, str]]:
+            found: dict[str, tuple[str, str]] = {}
+            for chunk in chunks(wanted, IN_CHUNK):
+                for r in conn.execute(sa.select(*cols).where(_dag.dag_id.in_(chunk))):
+                    found[r[0]] = (r[1], r[2])
+            return found
+
+        return await self._read(op)
+
     async def set_dag_paused(self, dag_id: str, paused: bool) -> bool:
         """Pause or unpause; False if there is no such DAG."""
-        stmt = sa.update(dags).where(_dag.dag_id == dag_id).values(paused=paused)
+        stmt = sa.update(dags).where(_dag.dag_id == dag_id).values(paused=paused, updated_at=now())
 
         def op(conn: Connection) -> bool:
             return conn.execute(stmt).rowcount == 1

@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from leoflow.domain.states import RunState, TaskState
+from leoflow.domain.task_instance import TaskInstance
+
+# The store's task-instance rows are the domain record itself.
+TaskInstanceRow = TaskInstance
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,32 +41,6 @@ class RunRow:
     ended_at: float | None
     message: str | None
     deadline_missed_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TaskInstanceRow:
-    pk: int
-    run_pk: int
-    dag_id: str
-    run_id: str
-    task_id: str
-    state: TaskState
-    try_number: int
-    max_tries: int
-    pool: str
-    pool_slots: int
-    priority: int
-    ready_at: float | None
-    queued_at: float | None
-    started_at: float | None
-    ended_at: float | None
-    next_retry_at: float | None
-    heartbeat_at: float | None
-    exit_code: int | None
-    reason: str | None
-    message: str | None
-    executor_ref: str | None
-    updated_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ _ticket = tickets.c
 class TicketRecords(StoreBase):
     def _build_statements(self) -> None:
         super()._build_statements()
-        self._insert_ticket = sa.insert(tickets)
         self._consume_ticket = (
             sa.update(tickets)
             .where(
@@ -34,21 +33,6 @@ class TicketRecords(StoreBase):
         self._ticket_by_hash = sa.select(_ticket.ti_pk, _ticket.try_number, _ticket.used_at).where(
             _ticket.hash == sa.bindparam("b_hash")
         )
-
-    async def insert_ticket(
-        self, ticket_hash: str, ti_pk: int, try_number: int, expires_at: float
-    ) -> None:
-        params = {
-            "hash": ticket_hash,
-            "ti_pk": ti_pk,
-            "try_number": try_number,
-            "expires_at": expires_at,
-        }
-
-        def op(conn: Connection) -> None:
-            conn.execute(self._insert_ticket, params)
-
-        await self._write(op, None)
 
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
         """Use a ticket once. A failure says why: unknown, already used (replayed, even

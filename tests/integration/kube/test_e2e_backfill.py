@@ -48,7 +48,6 @@ async def test_backfill_pods_get_the_logical_date(
         runtime = await open_runtime(settings, "kubernetes")
         try:
             await record_dag(runtime.store, loaded)
-            runtime.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
             await runtime.scheduler.start()
             backfill = await create_backfill(
                 runtime.store,

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
+from leoflow.domain.explain import LAUNCH_WAITING_REASONS
 from leoflow.domain.states import RunState, TaskState
 from leoflow.kube.metrics import CALL_RETRIES
 from leoflow.runtime.lite import run_dag
@@ -103,8 +104,8 @@ async def run_through_outage(
         async with asyncio.timeout(scale.outage):
             while not notes:
                 scheduler = schedulers[0]
-                for ti in list(scheduler._by_pk.values()):
-                    why = scheduler.why(ti.pk)
+                for ti in scheduler.book.live():
+                    why = ti.message if ti.reason in LAUNCH_WAITING_REASONS else None
                     if ti.state is TaskState.QUEUED and why and "apiserver unreachable" in why:
                         notes.append(why)
                 await asyncio.sleep(0.1)

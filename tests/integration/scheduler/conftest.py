@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from leoflow.dagfile.loader import parse_dag
+from leoflow.domain.catalogue import spec_hash
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import TaskState
 from leoflow.executor.subprocess import SubprocessExecutor
@@ -84,7 +85,7 @@ async def make_scheduler(store: Store) -> AsyncIterator[SchedulerFactory]:
                 spec.dag_id,
                 fileloc=f"{spec.dag_id}.yaml",
                 spec_json=spec.model_dump_json(),
-                spec_hash=str(hash(spec.model_dump_json())),
+                spec_hash=spec_hash(spec.model_dump_json()),
                 source=None,
             )
         epoch = await target.take_office(f"test-{len(made)}")
@@ -96,7 +97,6 @@ async def make_scheduler(store: Store) -> AsyncIterator[SchedulerFactory]:
             ),
             epoch=epoch,
         )
-        scheduler.register_dags({spec.dag_id: spec for spec in dags})
         made.append(scheduler)
         return scheduler
 

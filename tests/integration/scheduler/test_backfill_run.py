@@ -73,7 +73,7 @@ async def test_31_days_with_max_active_runs_3(
     peak: list[int] = [0]
 
     def on_run(run: Any) -> None:
-        peak[0] = max(peak[0], sum(1 for r in scheduler.runs.values() if r.dag_id == "daily"))
+        peak[0] = max(peak[0], sum(1 for r in scheduler.book.runs.values() if r.dag_id == "daily"))
 
     scheduler.on_run_change = on_run
     await scheduler.start()

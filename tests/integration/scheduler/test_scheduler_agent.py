@@ -34,7 +34,6 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
         opened.append(rt)
         loaded = LoadedDag(parse_dag(text, tmp_path / "dag.yaml"), tmp_path / "dag.yaml", text)
         await record_dag(rt.store, loaded)
-        rt.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
         await rt.scheduler.start()
         return rt
 
@@ -104,7 +103,7 @@ async def test_a_task_whose_agent_stops_heartbeating_is_failed_as_lost(runtime: 
         heartbeat_timeout=1.0,
     )
     row = await rt.scheduler.trigger("hb")
-    ti = rt.scheduler.runs[row.pk].tasks["t"]
+    ti = rt.scheduler.book.runs[row.pk].tasks["t"]
     for _ in range(500):
         if ti.state is TaskState.RUNNING:
             break

@@ -56,7 +56,7 @@ async def test_a_restarted_scheduler_finishes_the_run_and_the_lost_try_costs_no_
     await first.start()
     row = await first.trigger("chain")
     await _wait_for(marker.exists)
-    two = first.runs[row.pk].tasks["two"]
+    two = first.book.runs[row.pk].tasks["two"]
     # Committed, not only in the mirror: within a tick the mirror runs ahead of the
     # store, and a loop cancelled mid-flush never wrote "running" (this flaked under
     # load: the second scheduler then found the try queued and re-ran it as try 1).
@@ -90,7 +90,7 @@ async def test_a_deposed_scheduler_stops_at_its_first_write(
     old = await make_scheduler(spec)
     await old.start()
     row = await old.trigger("solo")
-    ti_a = old.runs[row.pk].tasks["a"].pk
+    ti_a = old.book.runs[row.pk].tasks["a"].pk
     running: list[bool] = [False]
 
     async def a_running_in_store() -> None:
@@ -139,7 +139,7 @@ async def test_a_run_triggered_through_the_store_is_picked_up_and_a_cancel_stops
     assert await store.transition_run(
         row.pk, RunState.RUNNING, RunState.FAILED, epoch=None, message="cancelled by ops"
     )
-    await _wait_for(lambda: row.pk not in scheduler.runs)
+    await _wait_for(lambda: row.pk not in scheduler.book.runs)
     tis = {t.task_id: t for t in await store.list_task_instances(run_pk=row.pk)}
     assert tis["long"].state is TaskState.FAILED
     assert tis["long"].reason == "cancelled"
@@ -161,10 +161,9 @@ async def test_queued_but_never_started_tries_are_queued_again_with_the_same_num
             return None
 
     crashed = Scheduler(store, NeverStarts(), SchedulerConfig(poll_interval=0.2), epoch=epoch)
-    crashed.register_dags({"q": spec})
     await crashed.start()
     row = await crashed.trigger("q")
-    ti = crashed.runs[row.pk].tasks["a"]
+    ti = crashed.book.runs[row.pk].tasks["a"]
     await _wait_for(lambda: ti.state is TaskState.QUEUED)
     await crashed.stop()
 

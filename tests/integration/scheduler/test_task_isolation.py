@@ -68,7 +68,6 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Any]:
         opened.append(rt)
         loaded = LoadedDag(parse_dag(text, tmp_path / "dag.yaml"), tmp_path / "dag.yaml", text)
         await record_dag(rt.store, loaded)
-        rt.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
         await rt.scheduler.start()
         return rt
 

@@ -28,3 +28,12 @@ async def make_run(
         tasks=seeds(tasks),
         epoch=epoch,
     )
+
+
+async def issue_ticket(
+    store: Store, ticket_hash: str, ti_pk: int, try_number: int, expires_at: float
+) -> None:
+    """A ticket written the way the scheduler writes it: with a tick's batch."""
+    await store.transition_tasks(
+        [], epoch=None, tickets=[(ticket_hash, ti_pk, try_number)], tickets_expire_at=expires_at
+    )

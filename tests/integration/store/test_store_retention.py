@@ -7,7 +7,7 @@ import time
 from leoflow.domain.states import RunState
 from leoflow.store import Store
 from leoflow.store.retention import prune
-from tests.integration.store.helpers import make_run
+from tests.integration.store.helpers import issue_ticket, make_run
 
 DAY = 86400.0
 
@@ -25,7 +25,7 @@ async def _owned(store: Store, run_pk: int, now: float) -> None:
     """A log chunk and an unexpired ticket for each of the run's task instances."""
     for ti in await store.list_task_instances(run_pk=run_pk):
         await store.append_log(ti.pk, 1, b"line\n")
-        await store.insert_ticket(f"h-{ti.pk}", ti.pk, 1, now + DAY)
+        await issue_ticket(store, f"h-{ti.pk}", ti.pk, 1, now + DAY)
 
 
 async def _sizes(store: Store) -> tuple[int, int, int]:
@@ -70,8 +70,8 @@ async def test_prune_by_dag_and_expired_tickets(store: Store) -> None:
     await _finished(store, "b", "r1", now - 3 * DAY)
     run = await make_run(store, dag_id="c", run_id="live", tasks=1)
     (ti,) = await store.list_task_instances(run_pk=run.pk)
-    await store.insert_ticket("expired", ti.pk, 1, now - 10)
-    await store.insert_ticket("valid", ti.pk, 1, now + 600)
+    await issue_ticket(store, "expired", ti.pk, 1, now - 10)
+    await issue_ticket(store, "valid", ti.pk, 1, now + 600)
 
     only_b = await prune(store, older_than=DAY, dag_id="b", now=now)
     assert only_b.runs == 1
@@ -91,7 +91,7 @@ async def test_a_dry_run_counts_each_ticket_once(store: Store) -> None:
     now = time.time()
     pk = await _finished(store, "a", "old", now - 3 * DAY, tasks=2)
     for ti in await store.list_task_instances(run_pk=pk):
-        await store.insert_ticket(f"x-{ti.pk}", ti.pk, 1, now - 5)  # owned and expired
+        await issue_ticket(store, f"x-{ti.pk}", ti.pk, 1, now - 5)  # owned and expired
     dry = await prune(store, older_than=DAY, dry_run=True, now=now)
     done = await prune(store, older_than=DAY, now=now)
     assert dry.tickets + dry.expired_tickets == done.tickets + done.expired_tickets == 2

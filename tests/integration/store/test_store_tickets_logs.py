@@ -8,12 +8,12 @@ import pytest
 
 from leoflow.store import Store, TicketUse
 
-from .helpers import make_run
+from .helpers import issue_ticket, make_run
 
 
 async def test_ticket_is_single_use(store: Store) -> None:
-    await store.insert_ticket("h-ok", 7, 2, expires_at=1000.0)
-    await store.insert_ticket("h-old", 8, 1, expires_at=1000.0)
+    await issue_ticket(store, "h-ok", 7, 2, 1000.0)
+    await issue_ticket(store, "h-old", 8, 1, 1000.0)
     assert await store.consume_ticket("h-ok", 500.0) == TicketUse("ok", 7, 2)
     assert await store.consume_ticket("h-ok", 501.0) == TicketUse("replayed", 7, 2)
     # Replayed stays replayed after expiry: the alarm must not be masked.
@@ -27,7 +27,7 @@ async def test_ticket_concurrent_use_only_one_ok(store_url: str, store: Store) -
     rival = await Store.open(store_url)
     try:
         for i in range(10):
-            await store.insert_ticket(f"h{i}", i, 1, expires_at=100.0)
+            await issue_ticket(store, f"h{i}", i, 1, 100.0)
             uses = await asyncio.gather(
                 store.consume_ticket(f"h{i}", 1.0), rival.consume_ticket(f"h{i}", 1.0)
             )

@@ -8,24 +8,26 @@ import pytest
 
 from leoflow.domain.explain import (
     AdmissionSnapshot,
+    Explanation,
     Limits,
     RunGate,
     RunInfo,
-    TaskInfo,
     count_running_and_older,
     explain,
 )
 from leoflow.domain.states import RunState, TaskState
+from leoflow.domain.task_instance import TaskInstance
 
 NOW = 1_700_000_000.0
 RUN = RunInfo(1, "etl", "r1", RunState.RUNNING, 100.0)
 
 
-def ti(key: int, state: TaskState = TaskState.SCHEDULED, **kw: object) -> TaskInfo:
+def ti(key: int, state: TaskState = TaskState.SCHEDULED, **kw: object) -> TaskInstance:
     values: dict[str, object] = {
-        "key": key,
-        "run_key": 1,
+        "pk": key,
+        "run_pk": 1,
         "dag_id": "etl",
+        "run_id": "r1",
         "task_id": f"t{key}",
         "state": state,
         "try_number": 0,
@@ -34,9 +36,19 @@ def ti(key: int, state: TaskState = TaskState.SCHEDULED, **kw: object) -> TaskIn
         "pool_slots": 1,
         "priority": 0,
         "ready_at": float(key),
+        "queued_at": None,
+        "started_at": None,
+        "ended_at": None,
+        "next_retry_at": None,
+        "heartbeat_at": None,
+        "exit_code": None,
+        "reason": None,
+        "message": None,
+        "executor_ref": None,
+        "updated_at": 0.0,
     }
     values.update(kw)
-    return TaskInfo(**values)  # type: ignore[arg-type]
+    return TaskInstance(**values)  # type: ignore[arg-type]
 
 
 def limits(**kw: object) -> Limits:
@@ -50,7 +62,9 @@ def limits(**kw: object) -> Limits:
     return Limits(**values)  # type: ignore[arg-type]
 
 
-def why_scheduled(target: TaskInfo, held: list[TaskInfo], waiting: list[TaskInfo], lim: Limits):  # type: ignore[no-untyped-def]
+def why_scheduled(
+    target: TaskInstance, held: list[TaskInstance], waiting: list[TaskInstance], lim: Limits
+) -> Explanation:
     snap = AdmissionSnapshot(lim, held, waiting, {1: 100.0, 2: 50.0})
     return explain(target, RUN, now=NOW, snapshot=snap)
 
@@ -107,7 +121,7 @@ def test_ahead_in_line_takes_the_last_slot() -> None:
 
 def test_older_run_goes_first_at_equal_priority() -> None:
     mine = ti(1)  # run 1, created at 100
-    older = ti(2, run_key=2)  # run 2, created at 50
+    older = ti(2, run_pk=2)  # run 2, created at 50
     answer = why_scheduled(mine, [], [mine, older], limits(parallelism=1))
     assert answer.reason == "parallelism"
 

@@ -1,0 +1,37 @@
+"""Why a try ended (or why a queued try waits): the codes stored in ``reason``.
+
+A ``StrEnum``, so a member equals and stores as its plain string: rows written
+before this enum existed read back unchanged, and the UI's text table keys on
+the same strings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EndReason(StrEnum):
+    """How a try, or a task instance that never ran, came to its end."""
+
+    SUCCESS = "success"
+    EXIT_CODE = "exit_code"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    EVICTED = "evicted"
+    # Its process, pod or agent went away without reporting, or its scheduler stopped.
+    LOST = "lost"
+    CANCELLED = "cancelled"
+    LAUNCH_FAILED = "launch_failed"
+    IMAGE_PULL = "image_pull"
+    PENDING_TIMEOUT = "pending_timeout"
+    SECRET = "secret"
+    # The local pool agent died under the try: not the task's fault, so not counted.
+    AGENT_DIED = "agent_died"
+    UPSTREAM_FAILED = "upstream_failed"
+    SKIPPED = "skipped"
+
+
+class WaitNote(StrEnum):
+    """A queued try's ``reason`` while its executor cannot launch it yet (it keeps its slot)."""
+
+    APISERVER_UNREACHABLE = "apiserver_unreachable"

@@ -1,0 +1,124 @@
+"""The book: the runs this scheduler drives and their task instances, in memory.
+
+Every change to a task instance goes through ``move`` (mirror and CAS write in the
+tick's batch together), every slot through ``offer``/``hold``/``release``, every
+run in and out through ``adopt``/``forget``. The DAGs it knows and which are
+paused live here too, since every step reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from leoflow.domain.admission import Admission, Candidate
+from leoflow.domain.dag import DagSpec, TaskSpec
+from leoflow.domain.states import RunState, TaskState
+from leoflow.domain.task_instance import TaskInstance, candidate
+from leoflow.scheduler.batch import Batch
+from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.store.rows import RunRow, TaskChange
+
+TaskHook = Callable[[RunMirror, TaskMirror], None]
+RunHook = Callable[[RunMirror], None]
+
+LIVE = (TaskState.QUEUED, TaskState.RUNNING)
+
+
+class Book:
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+        self.dags: dict[str, DagSpec] = {}
+        self.paused: set[str] = set()
+        self.runs: dict[int, RunMirror] = {}
+        self.by_pk: dict[int, TaskMirror] = {}
+        # Told of every change in the mirror (the console's live view, tests).
+        self.on_task_change: TaskHook | None = None
+        self.on_run_change: RunHook | None = None
+
+    def live(self) -> list[TaskMirror]:
+        """The tries that hold slots: queued or running."""
+        return [ti for ti in self.by_pk.values() if ti.state in LIVE]
+
+    # ------------------------------------------------------------------ changes
+
+    def move(self, ti: TaskMirror, new: TaskState, batch: Batch, **fields: Any) -> None:
+        """Change a task instance in the mirror and add the CAS write to the batch."""
+        self.record(ti, TaskChange(ti.pk, ti.state, new, ti.try_number, fields), batch)
+        self.runs[ti.run_pk].dirty = True
+        self.task_changed(ti)
+
+    def record(self, ti: TaskMirror, change: TaskChange, batch: Batch) -> None:
+        """Apply ``change`` to the mirror and queue its write, without marking the run."""
+        batch.changes.append(change)
+        batch.touched.append(ti)
+        ti.state = change.new
+        for name, value in change.fields.items():
+            setattr(ti, name, value)
+
+    def task_changed(self, ti: TaskMirror) -> None:
+        if self.on_task_change is not None:
+            self.on_task_change(self.runs[ti.run_pk], ti)
+
+    def set_run_state(self, run: RunMirror, new: RunState, batch: Batch, **fields: Any) -> None:
+        batch.run_changes.append((run, run.state, new, fields))
+        run.state = new
+        if self.on_run_change is not None:
+            self.on_run_change(run)
+
+    # -------------------------------------------------------------------- slots
+
+    def candidate(self, ti: TaskMirror) -> Candidate:
+        run = self.runs[ti.run_pk]
+        return candidate(ti, run.dag_id, run.created_at)
+
+    def offer(self, ti: TaskMirror) -> None:
+        self.admission.offer(self.candidate(ti))
+
+    def hold(self, ti: TaskMirror) -> None:
+        """A try that already holds its slots (adopted after a restart)."""
+        self.admission.hold(self.candidate(ti))
+
+    def release(self, ti_pk: int) -> None:
+        self.admission.release(ti_pk)
+
+    def withdraw(self, ti_pk: int) -> None:
+        self.admission.withdraw(ti_pk)
+
+    # --------------------------------------------------------------------- runs
+
+    def adopt(self, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstance]) -> RunMirror:
+        present = {ti.task_id for ti in tis}
+        mirror = RunMirror.build(row, spec_for_tasks(spec, present), tis)
+        old = self.runs.get(row.pk)
+        if old is not None:
+            for ti in old.tasks.values():
+                self.by_pk.pop(ti.pk, None)
+        self.runs[row.pk] = mirror
+        for ti in mirror.tasks.values():
+            self.by_pk[ti.pk] = ti
+        self.admission.set_dag_limit(row.dag_id, mirror.spec.max_active_tasks)
+        return mirror
+
+    def forget(self, run: RunMirror) -> None:
+        self.runs.pop(run.pk, None)
+        for ti in run.tasks.values():
+            self.by_pk.pop(ti.pk, None)
+
+
+def spec_for_tasks(spec: DagSpec, present: set[str]) -> DagSpec:
+    """The DAG as far as this run knows it: tasks added to the file later are not part
+    of an older run, and dependencies on tasks it lacks are dropped. A task the file
+    no longer has fails when its turn comes, saying so in its log."""
+    if present == set(spec.tasks):
+        return spec
+    tasks: dict[str, TaskSpec] = {}
+    for task_id in present:
+        task = spec.tasks.get(task_id) or TaskSpec(
+            task_id=task_id,
+            command=f"echo 'task {task_id} was removed from the DAG' >&2; exit 1",
+        )
+        tasks[task_id] = task.model_copy(
+            update={"depends_on": tuple(u for u in task.depends_on if u in present)}
+        )
+    return spec.model_copy(update={"tasks": tasks})

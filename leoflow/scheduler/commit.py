@@ -1,0 +1,72 @@
+"""The group commit: one tick's batch written in one fenced transaction.
+
+Every event waiting on the tick is durable when this returns. A compare-and-set
+that lost a race means the book is stale for that run: the run is read again and
+its launches are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from leoflow.scheduler.batch import Batch
+from leoflow.scheduler.book import Book
+from leoflow.store import Store
+
+log = logging.getLogger("leoflow.scheduler")
+
+
+class GroupCommit:
+    def __init__(
+        self,
+        store: Store,
+        book: Book,
+        *,
+        epoch: int | None,
+        ticket_ttl: float,
+        clock: Callable[[], float],
+        reload_run: Callable[[int], Awaitable[None]],
+    ) -> None:
+        self.store = store
+        self.book = book
+        self.epoch = epoch
+        self.ticket_ttl = ticket_ttl
+        self._clock = clock
+        self._reload_run = reload_run
+
+    async def flush(self, batch: Batch) -> None:
+        if batch.changes or batch.tickets:
+            results = await self.store.transition_tasks(
+                batch.changes,
+                epoch=self.epoch,
+                tickets=batch.tickets,
+                tickets_expire_at=self._clock() + self.ticket_ttl,
+            )
+            stale = {
+                change.ti_pk for change, ok in zip(batch.changes, results, strict=True) if not ok
+            }
+            if stale:
+                await self._reconcile(stale, batch)
+        for ti_pk, try_number, reason, message in batch.notes:
+            await self.store.note_queued(ti_pk, try_number, reason, message, epoch=self.epoch)
+        for run, expected, new, fields in batch.run_changes:
+            ok = await self.store.transition_run(run.pk, expected, new, epoch=self.epoch, **fields)
+            if not ok:
+                log.warning(
+                    "run %s changed under us (%s -> %s lost); reloading", run.run_id, expected, new
+                )
+                await self._reload_run(run.pk)
+        for run in batch.finished_runs:
+            self.book.forget(run)
+
+    async def _reconcile(self, stale: set[int], batch: Batch) -> None:
+        """Some CAS writes lost a race: reload those runs and drop their launches."""
+        by_pk = self.book.by_pk
+        runs = {by_pk[pk].run_pk for pk in stale if pk in by_pk}
+        log.warning(
+            "%d task instance write(s) lost a race; reloading %d run(s)", len(stale), len(runs)
+        )
+        batch.launches = [launch for launch in batch.launches if launch.ti_pk not in stale]
+        for run_pk in runs:
+            await self._reload_run(run_pk)
