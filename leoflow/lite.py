@@ -336,14 +336,16 @@ class DagFolderWatcher:
         # Pools are part of what a file is checked against: creating a missing
         # pool through the API makes the file load without touching it.
         pools = tuple(sorted(p.name for p in await store.list_pools()))
-        fingerprint = (*self._scan(), ("pools", pools))
+        # Off the loop: a dbt project's load may run `dbt parse` for seconds, and a
+        # blocked loop misses its lease renewals and steps the scheduler down.
+        fingerprint = (*await asyncio.to_thread(self._scan), ("pools", pools))
         if fingerprint == self._fingerprint:
             return False
         self._fingerprint = fingerprint
         options = LoadOptions(
             known_pools=set(pools), passthrough=self.options.passthrough, dbt=self.options.dbt
         )
-        result = load_dag_folder(self.folder, options)
+        result = await asyncio.to_thread(load_dag_folder, self.folder, options)
         errors = {str(err.path): str(err) for err in result.errors}
         for path, text in errors.items():
             if self._errors.get(path) != text:
