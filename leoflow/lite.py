@@ -94,6 +94,7 @@ def scheduler_config(
         identity=settings.identity or f"lite-{os.getpid()}",
         solo=solo,
         max_catchup_runs=settings.max_catchup_runs,
+        retention=settings.retention,
     )
 
 

@@ -120,6 +120,10 @@ class Settings(BaseSettings):
     catchup: bool = False
     # Catchup keeps at most this many runs of one DAG queued; the rest follow as they start.
     max_catchup_runs: int = Field(100, gt=0)
+    # Finished runs older than this (a duration: 30d, 12h) are deleted with their task
+    # instances, logs and tickets by the scheduler, in small batches; unset (the
+    # default, as in Airflow and Argo) keeps everything. See `leoflow db prune`.
+    retention: float | None = None
 
     # --- agent endpoint
     agent_listen: str = "127.0.0.1:0"
@@ -217,6 +221,18 @@ class Settings(BaseSettings):
                 f"{os.geteuid()})"
             )
         return value
+
+    @field_validator("retention", mode="before")
+    @classmethod
+    def _parse_retention(cls, value: Any) -> Any:
+        from leoflow.domain.durations import parse_duration
+
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "off")):
+            return None
+        seconds = parse_duration(value)
+        if seconds <= 0:
+            raise ValueError("expected a duration > 0 such as 30d, or off")
+        return seconds
 
     @field_validator("image_pull_secrets", mode="before")
     @classmethod

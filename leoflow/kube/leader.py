@@ -8,6 +8,9 @@ every ``retry_period`` and take the Lease once it has not changed for
 clocks need not agree). Releasing on shutdown clears the holder, so a rolling
 update hands over in about one retry period instead of a lease duration.
 
+What happens between winning and losing the lease (renewing, running the
+leader's work, cancelling it) is shared with the other elector: ``leoflow/aio/office.py``.
+
 A standby does not wait for its next retry tick once the Lease it watches is due
 to expire: it wakes at (when it observed the last renewal) + lease duration, so
 after a kill -9 another replica leads within lease duration + one retry period
@@ -19,14 +22,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter
 
+from leoflow.aio.office import LeaseLoop
+from leoflow.domain.leadership import check_timings
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import Conflict, KubeError
 
@@ -53,36 +57,28 @@ class ElectionConfig:
     retry_period: float = 2.0
 
     def __post_init__(self) -> None:
-        if not self.lease_duration > self.renew_deadline > self.retry_period > 0:
-            raise ValueError(
-                "leader election needs lease_duration > renew_deadline > retry_period > 0"
-            )
+        check_timings(self.lease_duration, self.renew_deadline, self.retry_period)
 
 
 def _micro_time(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class LeaderElector:
+class LeaderElector(LeaseLoop):
     """Runs ``lead()`` while this replica holds the Lease; cancels it the moment it does not."""
 
+    attempt_errors = (KubeError,)
+
     def __init__(
-        self,
-        client: KubeClient,
-        config: ElectionConfig,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        self, client: KubeClient, config: ElectionConfig, **clocks: Callable[[], float]
     ) -> None:
+        """``clocks``: ``clock=`` (monotonic) and ``wall=`` (wall time), see LeaseLoop."""
+        super().__init__(f"the lease {config.lease_name}", **clocks)
         self.client = client
-        self.config = config
-        self._clock = clock
-        self._wall = wall
+        self.config: ElectionConfig = config
         self._observed: tuple[Any, ...] | None = None
-        self._observed_at = 0.0
         self._observed_duration = config.lease_duration
         self._lease: dict[str, Any] | None = None
-        self.is_leader = False
 
     # --------------------------------------------------------------- the record
 
@@ -157,14 +153,8 @@ class LeaderElector:
 
     # ------------------------------------------------------------------ the loop
 
-    async def _attempt(self) -> bool:
-        try:
-            won = await self.try_acquire_or_renew()
-        except KubeError as exc:
-            log.warning("lease %s: %s", self.config.lease_name, exc)
-            won = False
-        LEADER_ATTEMPTS.labels(outcome="held" if won else "not_held").inc()
-        return won
+    def count_attempt(self, held: bool) -> None:
+        LEADER_ATTEMPTS.labels(outcome="held" if held else "not_held").inc()
 
     def acquire_wait(self) -> float:
         """How long a standby sleeps before its next attempt: one retry period, or
@@ -176,64 +166,8 @@ class LeaderElector:
             wait = min(wait, max(0.0, expires) + EXPIRY_MARGIN)
         return wait
 
-    async def _acquire(self) -> None:
+    async def acquire(self) -> None:
         while True:  # polling is the protocol: the Lease has no way to notify us
             if await self._attempt():
                 return
             await asyncio.sleep(self.acquire_wait())
-
-    async def _renew(self) -> None:
-        """Returns when leadership is lost: no successful renewal within renew_deadline."""
-        last = self._clock()
-        while True:
-            await asyncio.sleep(self.config.retry_period)
-            try:
-                ok = await asyncio.wait_for(
-                    self._attempt(), max(0.01, last + self.config.renew_deadline - self._clock())
-                )
-            except TimeoutError:
-                ok = False
-            if ok:
-                last = self._clock()
-            elif self._clock() - last >= self.config.renew_deadline:
-                log.error(
-                    "could not renew the lease %s for %.1fs: stepping down",
-                    self.config.lease_name,
-                    self._clock() - last,
-                )
-                return
-
-    async def run(
-        self,
-        lead: Callable[[], Coroutine[Any, Any, None]],
-        *,
-        on_change: Callable[[bool], None] | None = None,
-    ) -> None:
-        """Forever: wait for the Lease, run ``lead()`` while it is held, cancel it when lost.
-
-        ``lead()`` returning or raising also gives the Lease up.
-        """
-        while True:
-            await self._acquire()
-            self.is_leader = True
-            log.info("leading as %s (lease %s)", self.config.identity, self.config.lease_name)
-            if on_change is not None:
-                on_change(True)
-            work = asyncio.create_task(lead(), name="leoflow-leader-work")
-            renew = asyncio.create_task(self._renew(), name="leoflow-lease-renew")
-            try:
-                done, _ = await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (work, renew):
-                    task.cancel()
-                for task in (work, renew):
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
-                if on_change is not None:
-                    on_change(False)
-            if work in done:
-                exc = work.exception() if not work.cancelled() else None
-                await self.release()
-                if exc is not None:
-                    log.error("leader work stopped: %r; gave the lease up", exc)
-            self.is_leader = False

@@ -42,6 +42,7 @@ from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskSta
 from leoflow.scheduler import metrics
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.scheduler.retention import Retention
 from leoflow.store import Store
 from leoflow.store.errors import RunExists, StaleEpoch
 from leoflow.store.rows import RunRow, TaskChange, TaskSeed
@@ -69,6 +70,7 @@ class SchedulerConfig:
     # Catching up creates at most this many runs of one DAG that wait queued; more
     # come as those start, so a far start_date never floods the store in a burst.
     max_catchup_runs: int = 100
+    retention: float | None = None  # seconds; see scheduler/retention.py
 
 
 LOCAL_RUN_TYPE = "local"
@@ -119,6 +121,7 @@ class Scheduler:
         self._background: set[asyncio.Task[Any]] = set()
         self._run_waiters: dict[int, list[asyncio.Future[RunRow]]] = {}
         self._logs = LogBuffer(store)
+        self.retention = Retention(store, None if config.solo else config.retention)
         self._last_poll = 0.0
         self._spec_hashes: dict[str, str] = {}
         self._cron_due: dict[str, float] = {}
@@ -142,11 +145,13 @@ class Scheduler:
             await self._recover()
         self._logs.start()
         self._loop_task = asyncio.create_task(self._loop(), name="leoflow-scheduler-loop")
+        self.retention.start()
 
     async def stop(self) -> None:
         if self._stopping:
             return
         self._stopping = True
+        await self.retention.stop()
         self.interrupted = [
             ti for ti in self._by_pk.values() if ti.state in (TaskState.QUEUED, TaskState.RUNNING)
         ]

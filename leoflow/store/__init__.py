@@ -1,5 +1,12 @@
 """The state store: runs, task instances, DAGs, pools, tickets and logs, in SQLite
-(Lite) or PostgreSQL (Pro)."""
+(Lite) or PostgreSQL (Pro).
+
+``store.Store`` is the one class callers use; it is assembled from one record
+module per record type (``dags``, ``runs``, ``tasks``, ``pools``, ``tickets``,
+``logs``, ``office``, ``retention``) over ``base.StoreBase`` (the runner and the
+fence). An adapter: it imports only the domain below it, never the scheduler, the
+API, the executors or Kubernetes.
+"""
 
 from leoflow.store.errors import (
     RunExists,

@@ -13,6 +13,9 @@ compare-and-set on its version. As in client-go (and ``leoflow/kube/leader.py``)
   need not agree;
 - releasing clears the holder, so a restart hands over in about a retry period.
 
+What happens between winning and losing the lease (renewing, running the
+leader's work, cancelling it) is shared with the other elector: ``leoflow/aio/office.py``.
+
 Fencing is unchanged: whoever leads bumps the epoch in ``take_office``, and a
 deposed leader's writes are refused.
 """
@@ -20,17 +23,15 @@ deposed leader's writes are refused.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from prometheus_client import Counter
 
+from leoflow.aio.office import LeaseLoop
 from leoflow.domain.leadership import check_timings
 from leoflow.store.rows import LeaseRow
 from leoflow.store.store import Store
@@ -75,25 +76,18 @@ def holder_is_dead_here(holder: str) -> bool:
     return False
 
 
-class DbLeaderElector:
+class DbLeaderElector(LeaseLoop):
     """Runs ``lead()`` while this replica holds the lease row; cancels it when it does not."""
 
     def __init__(
-        self,
-        store: Store,
-        config: DbElectionConfig,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        self, store: Store, config: DbElectionConfig, **clocks: Callable[[], float]
     ) -> None:
+        """``clocks``: ``clock=`` (monotonic) and ``wall=`` (wall time), see LeaseLoop."""
+        super().__init__("the database lease", **clocks)
         self.store = store
-        self.config = config
-        self._clock = clock
-        self._wall = wall
+        self.config: DbElectionConfig = config
         self._observed: tuple[str, int] | None = None
-        self._observed_at = 0.0
         self._row: LeaseRow | None = None
-        self.is_leader = False
 
     def _observe(self, row: LeaseRow) -> None:
         record = (row.holder, row.version)
@@ -158,14 +152,8 @@ class DbLeaderElector:
 
     # ------------------------------------------------------------------ the loop
 
-    async def _attempt(self) -> bool:
-        try:
-            won = await self.try_acquire_or_renew()
-        except Exception as exc:  # the database is unreachable or refused: not held
-            log.warning("database lease: %s", exc)
-            won = False
-        LEASE_ATTEMPTS.labels(outcome="held" if won else "not_held").inc()
-        return won
+    def count_attempt(self, held: bool) -> None:
+        LEASE_ATTEMPTS.labels(outcome="held" if held else "not_held").inc()
 
     async def acquire(self) -> None:
         while True:  # polling: a row cannot notify us
@@ -173,61 +161,6 @@ class DbLeaderElector:
                 self.is_leader = True
                 return
             await asyncio.sleep(self.config.retry_period)
-
-    async def keep(self) -> None:
-        """Renew until leadership is lost (no renewal within renew_deadline); then return."""
-        last = self._clock()
-        while True:
-            await asyncio.sleep(self.config.retry_period)
-            try:
-                ok = await asyncio.wait_for(
-                    self._attempt(), max(0.01, last + self.config.renew_deadline - self._clock())
-                )
-            except TimeoutError:
-                ok = False
-            if ok:
-                last = self._clock()
-            elif self._clock() - last >= self.config.renew_deadline:
-                log.error(
-                    "could not renew the database lease for %.1fs: stepping down",
-                    self._clock() - last,
-                )
-                self.is_leader = False
-                return
-
-    async def run(
-        self,
-        lead: Callable[[], Coroutine[Any, Any, None]],
-        *,
-        on_change: Callable[[bool], None] | None = None,
-    ) -> None:
-        """Forever: wait for the lease, run ``lead()`` while it is held, cancel it when lost.
-
-        ``lead()`` returning or raising also gives the lease up.
-        """
-        while True:
-            await self.acquire()
-            log.info("leading as %s (database lease)", self.config.identity)
-            if on_change is not None:
-                on_change(True)
-            work = asyncio.create_task(lead(), name="leoflow-leader-work")
-            renew = asyncio.create_task(self.keep(), name="leoflow-db-lease-renew")
-            try:
-                done, _ = await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (work, renew):
-                    task.cancel()
-                for task in (work, renew):
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
-                if on_change is not None:
-                    on_change(False)
-            if work in done:
-                exc = work.exception() if not work.cancelled() else None
-                await self.release()
-                if exc is not None:
-                    log.error("leader work stopped: %r; gave the lease up", exc)
-            self.is_leader = False
 
 
 class LeaseHeld(Exception):

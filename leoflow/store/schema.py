@@ -28,7 +28,7 @@ scheduler_epoch = sa.Table(
     sa.CheckConstraint("id = 1", name="ck_scheduler_epoch_one_row"),
 )
 
-# Leadership without Kubernetes (migration 0002); see leoflow/store/lease.py.
+# Leadership without Kubernetes (migration 0002); see leoflow/store/leader.py.
 scheduler_lease = sa.Table(
     "scheduler_lease",
     metadata,

@@ -238,3 +238,26 @@ def test_task_user_must_exist() -> None:
     with pytest.raises(SettingsError, match=r"task_user.*no user 'no-such-user-here'"):
         load_settings(task_user="no-such-user-here")
     assert load_settings(task_user="nobody").task_user == "nobody"
+
+
+# --- retention
+
+
+def test_retention_is_off_by_default_and_takes_a_duration(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert load_settings().retention is None
+    monkeypatch.setenv("LEOFLOW_RETENTION", "30d")
+    assert load_settings().retention == 30 * 86400
+    monkeypatch.setenv("LEOFLOW_RETENTION", "off")
+    assert load_settings().retention is None
+    monkeypatch.delenv("LEOFLOW_RETENTION")
+    assert load_settings(config(tmp_path, "retention: 3600\n")).retention == 3600
+
+
+@pytest.mark.parametrize("value", ["soon", "0s", "-5"])
+def test_a_bad_retention_names_the_setting(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("LEOFLOW_RETENTION", value)
+    message = settings_error()
+    assert "setting 'retention' (env LEOFLOW_RETENTION)" in message
+    assert "duration" in message

@@ -1,0 +1,209 @@
+"""What every record module of the store stands on: the runner, the fence, the schema check.
+
+``StoreBase`` owns the connection to the database (``engine.create_runner``) and
+the two ways in: ``_read(op)`` and ``_write(op, epoch)``, each one transaction.
+A fenced write checks the scheduler epoch in that same transaction (``_fence``).
+The record modules (``dags``, ``runs``, ``tasks`` …) subclass it and add their
+prepared statements by extending ``_build_statements``; ``store.Store`` is the
+sum of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from leoflow.store.diskfull import SpaceWait
+from leoflow.store.engine import create_runner, normalize_url
+from leoflow.store.errors import SchemaNotCurrent, StaleEpoch
+from leoflow.store.schema import HEAD_REVISION, VERSION_TABLE, scheduler_epoch
+
+T = TypeVar("T")
+
+# Expanding IN lists are cut to this many values (SQLite's variable limit).
+IN_CHUNK = 500
+# Key of the PostgreSQL advisory lock that serializes concurrent migrations.
+MIGRATION_LOCK_KEY = 0x1E0F_1030
+
+
+def now() -> float:
+    return time.time()
+
+
+def chunks(values: Sequence[Any], size: int = IN_CHUNK) -> list[Sequence[Any]]:
+    return [values[i : i + size] for i in range(0, len(values), size)]
+
+
+def narrowed(stmt: sa.Select[Any], *conditions: sa.ColumnElement[bool] | None) -> sa.Select[Any]:
+    """``stmt`` with each condition that was given (a filter left out is None)."""
+    for condition in conditions:
+        if condition is not None:
+            stmt = stmt.where(condition)
+    return stmt
+
+
+def state_update(table: sa.Table, keys: tuple[str, ...], *where: Any, **values: Any) -> sa.Update:
+    """A compare-and-set of a row's state: ``pk = :b_pk AND state = :b_expected`` (and
+    ``where``), setting ``state = :b_new``, ``values`` and each of ``keys`` from ``:v_<key>``."""
+    columns = table.c
+    values["state"] = sa.bindparam("b_new")
+    values.update({key: sa.bindparam("v_" + key) for key in keys})
+    return (
+        sa.update(table)
+        .where(columns.pk == sa.bindparam("b_pk"), columns.state == sa.bindparam("b_expected"))
+        .where(*where)
+        .values(values)
+    )
+
+
+def state_params(
+    pk: int, expected: str, new: str, keys: tuple[str, ...], fields: Mapping[str, object]
+) -> dict[str, Any]:
+    """The parameters of a ``state_update`` statement."""
+    params: dict[str, Any] = {"b_pk": pk, "b_expected": expected, "b_new": new}
+    params.update({"v_" + key: fields[key] for key in keys})
+    return params
+
+
+def check_fields(fields: Mapping[str, object], allowed: frozenset[str], what: str) -> None:
+    unknown = set(fields) - allowed
+    if unknown:
+        raise TypeError(f"{what} cannot set {sorted(unknown)}; settable: {sorted(allowed)}")
+
+
+def _disk_of(url: str) -> str:
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ":memory:"
+        return f"the disk holding {Path(database).expanduser().resolve()}"
+    return f"the PostgreSQL server's disk ({parsed.host or 'local'}/{parsed.database or ''})"
+
+
+class StoreBase:
+    """The connection, the fence and the schema check; no records of its own."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._runner = create_runner(url)
+        self._sqlite = self._runner.dialect == "sqlite"
+        self.space = SpaceWait(_disk_of(url))
+        self._build_statements()
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True) -> Self:
+        """Connect, and bring the schema to head (``migrate``) or insist it is there."""
+        store = cls(url)
+        try:
+            await store._ensure_schema(migrate)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    @classmethod
+    async def upgrade(cls, url: str) -> str:
+        """``leoflow db upgrade``: migrate the database to head; return the revision."""
+        store = await cls.open(url, migrate=True)
+        try:
+            return await store.schema_revision() or ""
+        finally:
+            await store.close()
+
+    async def close(self) -> None:
+        self.space.closed = True
+        await self._runner.close()
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def retry_window(self) -> float:
+        """How long a call waits out a database that does not answer (StoreUnavailable after)."""
+        return self._runner.retry_window
+
+    @retry_window.setter
+    def retry_window(self, seconds: float) -> None:
+        self._runner.retry_window = seconds
+
+    @property
+    def dialect(self) -> Literal["sqlite", "postgresql"]:
+        return "sqlite" if self._sqlite else "postgresql"
+
+    # ------------------------------------------------------------------ the two ways in
+
+    async def _write(self, op: Callable[[Connection], T], epoch: int | None) -> T:
+        # A full disk makes the write wait for space rather than fail (see diskfull).
+        return await self.space.write(
+            lambda: self._runner.run(op, write=True, epoch=epoch, fence=self._fence)
+        )
+
+    async def _read(self, op: Callable[[Connection], T]) -> T:
+        return await self._runner.run(op, write=False, epoch=None, fence=self._fence)
+
+    def _fence(self, conn: Connection, epoch: int) -> None:
+        current = int(conn.execute(self._epoch_fence).scalar_one())
+        if current != epoch:
+            raise StaleEpoch(epoch, current)
+
+    def _insert(self, table: sa.Table) -> Any:
+        """The dialect's INSERT, which has ``on_conflict_do_update``/``_do_nothing``."""
+        if self._sqlite:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(table)
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(table)
+
+    def _build_statements(self) -> None:
+        """Prepare statements once per store; each record module extends this."""
+        fence = sa.select(scheduler_epoch.c.epoch).where(scheduler_epoch.c.id == 1)
+        self._epoch_fence = fence if self._sqlite else fence.with_for_update(read=True)
+        self._epoch_read = fence
+
+    # ------------------------------------------------------------------ schema
+
+    async def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at; None if it has no schema yet."""
+        return await self._read(self._schema_revision)
+
+    def _schema_revision(self, conn: Connection) -> str | None:
+        if self._sqlite:
+            exists = conn.exec_driver_sql(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
+            ).first()
+        else:
+            exists = conn.exec_driver_sql(f"SELECT to_regclass('{VERSION_TABLE}')").scalar()
+        if not exists:
+            return None
+        version = conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar()
+        return None if version is None else str(version)
+
+    async def _ensure_schema(self, migrate: bool) -> None:
+        current = await self.schema_revision()
+        if current == HEAD_REVISION:
+            return
+        if not migrate:
+            raise SchemaNotCurrent(
+                f"database schema is at {current or 'nothing'}, this Leoflow needs "
+                f"{HEAD_REVISION}: run `leoflow db upgrade`"
+            )
+        # Alembic is imported only here: a database at head never pays for it.
+        from leoflow.store import migrate as migrations
+
+        def op(conn: Connection) -> None:
+            # The write transaction (BEGIN IMMEDIATE / the advisory lock) makes a
+            # second process opening the same database wait, then find it at head.
+            if not self._sqlite:
+                conn.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+                )
+            migrations.upgrade(conn)
+
+        await self._write(op, None)

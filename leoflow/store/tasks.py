@@ -1,0 +1,271 @@
+"""Task-instance records: reads, and every state change as a compare-and-set.
+
+``transition_tasks`` is the scheduler's group commit: many changes (and the
+launches' agent tickets) in one transaction, the rows locked in pk order first.
+Heartbeats and queue notes are not state changes but are guarded the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from leoflow.domain.states import TaskState, check_task_transition
+from leoflow.store.base import (
+    StoreBase,
+    check_fields,
+    chunks,
+    narrowed,
+    now,
+    state_params,
+    state_update,
+)
+from leoflow.store.errors import StoreError
+from leoflow.store.rows import TaskChange, TaskInstanceRow
+from leoflow.store.schema import task_instances, tickets
+
+TASK_FIELDS = frozenset(
+    {
+        "try_number",
+        "ready_at",
+        "queued_at",
+        "started_at",
+        "ended_at",
+        "next_retry_at",
+        "heartbeat_at",
+        "exit_code",
+        "reason",
+        "message",
+        "executor_ref",
+        "max_tries",
+    }
+)
+
+_ti = task_instances.c
+
+
+def _ti_row(r: Sequence[Any]) -> TaskInstanceRow:
+    return TaskInstanceRow(
+        r[0], r[1], r[2], r[3], r[4], TaskState(r[5]), r[6], r[7], r[8], r[9], r[10], r[11],
+        r[12], r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20], r[21],
+    )  # fmt: skip
+
+
+@functools.cache
+def _ti_update(keys: tuple[str, ...], with_try: bool) -> sa.Update:
+    on_try = (_ti.try_number == sa.bindparam("b_try"),) if with_try else ()
+    return state_update(task_instances, keys, *on_try, updated_at=sa.bindparam("b_now"))
+
+
+def _change_params(
+    change: TaskChange, keys: tuple[str, ...], expected: str, new: str, at: float
+) -> dict[str, Any]:
+    params = state_params(change.ti_pk, expected, new, keys, change.fields)
+    params["b_now"] = at
+    if change.expected_try is not None:
+        params["b_try"] = change.expected_try
+    return params
+
+
+class TaskInstanceRecords(StoreBase):
+    def _build_statements(self) -> None:
+        super()._build_statements()
+        self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
+        self._ti_by_pks = sa.select(task_instances).where(
+            _ti.pk.in_(sa.bindparam("b_pks", expanding=True))
+        )
+        lock = (
+            sa.select(_ti.pk, _ti.state, _ti.try_number)
+            .where(_ti.pk.in_(sa.bindparam("b_pks", expanding=True)))
+            .order_by(_ti.pk)
+        )
+        # Rows are locked in pk order, so two batches cannot deadlock each other.
+        self._ti_lock = lock if self._sqlite else lock.with_for_update()
+        self._heartbeat = (
+            sa.update(task_instances)
+            .where(
+                _ti.pk == sa.bindparam("b_pk"),
+                _ti.state == TaskState.RUNNING.value,
+                _ti.try_number == sa.bindparam("b_try"),
+            )
+            .values(heartbeat_at=sa.bindparam("b_at"))
+        )
+        self._launch_tickets = sa.insert(tickets)
+
+    async def list_task_instances(
+        self,
+        *,
+        run_pk: int | None = None,
+        states: Collection[TaskState] | None = None,
+        dag_id: str | None = None,
+        limit: int | None = None,
+        after_pk: int | None = None,
+    ) -> list[TaskInstanceRow]:
+        """Task instances in pk order; pass the last pk of a page as ``after_pk``."""
+        stmt = narrowed(
+            sa.select(task_instances),
+            None if run_pk is None else _ti.run_pk == run_pk,
+            None if dag_id is None else _ti.dag_id == dag_id,
+            None if states is None else _ti.state.in_(sorted(TaskState(s).value for s in states)),
+            None if after_pk is None else _ti.pk > after_pk,
+        ).order_by(_ti.pk)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+
+        def op(conn: Connection) -> list[TaskInstanceRow]:
+            return [_ti_row(row) for row in conn.execute(stmt)]
+
+        return await self._read(op)
+
+    async def get_task_instance(self, ti_pk: int) -> TaskInstanceRow | None:
+        def op(conn: Connection) -> TaskInstanceRow | None:
+            row = conn.execute(self._ti_by_pk, {"b_pk": ti_pk}).first()
+            return None if row is None else _ti_row(row)
+
+        return await self._read(op)
+
+    async def get_task_instances(self, ti_pks: Collection[int]) -> list[TaskInstanceRow]:
+        """The given task instances (those that exist), ordered by pk."""
+        pks = sorted(set(ti_pks))
+
+        def op(conn: Connection) -> list[TaskInstanceRow]:
+            rows: list[TaskInstanceRow] = []
+            for chunk in chunks(pks):
+                rows.extend(_ti_row(r) for r in conn.execute(self._ti_by_pks, {"b_pks": chunk}))
+            return sorted(rows, key=lambda r: r.pk)
+
+        if not pks:
+            return []
+        return await self._read(op)
+
+    async def transition_task(
+        self,
+        ti_pk: int,
+        expected: TaskState,
+        new: TaskState,
+        *,
+        epoch: int | None,
+        expected_try: int | None = None,
+        **fields: Any,
+    ) -> bool:
+        """Compare-and-set one task instance's state (and its try, if given);
+        False if the row was not in ``expected`` (or not on ``expected_try``)."""
+        change = TaskChange(ti_pk, TaskState(expected), TaskState(new), expected_try, fields)
+        check_task_transition(change.expected, change.new)
+        check_fields(fields, TASK_FIELDS, "transition_task")
+        keys = tuple(sorted(fields))
+        stmt = _ti_update(keys, expected_try is not None)
+        params = _change_params(change, keys, change.expected.value, change.new.value, now())
+
+        def op(conn: Connection) -> bool:
+            return conn.execute(stmt, params).rowcount == 1
+
+        return await self._write(op, epoch)
+
+    async def transition_tasks(
+        self,
+        changes: Sequence[TaskChange],
+        *,
+        epoch: int | None,
+        tickets: Sequence[tuple[str, int, int]] = (),
+        tickets_expire_at: float = 0.0,
+    ) -> list[bool]:
+        """Many compare-and-set transitions in one transaction; per-change success.
+
+        The rows are locked and read first, so which changes win is known before
+        writing; changes to one row apply in order (none->scheduled then
+        scheduled->queued in one batch both succeed). An illegal transition anywhere
+        in the batch refuses the whole batch before anything is written.
+        """
+        if not changes and not tickets:
+            return []
+        ticket_rows = [
+            {"hash": h, "ti_pk": pk, "try_number": t, "expires_at": tickets_expire_at}
+            for h, pk, t in tickets
+        ]
+        for change in changes:
+            check_task_transition(TaskState(change.expected), TaskState(change.new))
+            check_fields(change.fields, TASK_FIELDS, "transition_tasks")
+        at = now()
+        pks = sorted({change.ti_pk for change in changes})
+
+        def op(conn: Connection) -> list[bool]:
+            current: dict[int, tuple[str, int]] = {}
+            for chunk in chunks(pks):
+                for pk, state, try_number in conn.execute(self._ti_lock, {"b_pks": chunk}):
+                    current[pk] = (state, try_number)
+
+            results = [False] * len(changes)
+            groups: list[tuple[tuple[tuple[str, ...], bool], list[dict[str, Any]]]] = []
+            for index, change in enumerate(changes):
+                row = current.get(change.ti_pk)
+                expected = TaskState(change.expected).value
+                if row is None or row[0] != expected:
+                    continue
+                if change.expected_try is not None and row[1] != change.expected_try:
+                    continue
+                results[index] = True
+                new = TaskState(change.new).value
+                next_try = change.fields.get("try_number", row[1])
+                current[change.ti_pk] = (new, next_try if isinstance(next_try, int) else row[1])
+                keys = tuple(sorted(change.fields))
+                key = (keys, change.expected_try is not None)
+                params = _change_params(change, keys, expected, new, at)
+                # Consecutive changes of one shape go out as one executemany, in order.
+                if groups and groups[-1][0] == key:
+                    groups[-1][1].append(params)
+                else:
+                    groups.append((key, [params]))
+
+            for (keys, with_try), batch in groups:
+                result = conn.execute(_ti_update(keys, with_try), batch)
+                if result.rowcount >= 0 and result.rowcount != len(batch):
+                    raise StoreError(
+                        f"batch transition updated {result.rowcount} rows, expected {len(batch)}"
+                    )
+            if ticket_rows:  # the launches' tickets, in the same transaction
+                conn.execute(self._launch_tickets, ticket_rows)
+            return results
+
+        return await self._write(op, epoch)
+
+    async def heartbeat(self, ti_pk: int, try_number: int, at: float) -> bool:
+        """Record an agent's heartbeat; only for a running instance on that try."""
+        params = {"b_pk": ti_pk, "b_try": try_number, "b_at": at}
+
+        def op(conn: Connection) -> bool:
+            return conn.execute(self._heartbeat, params).rowcount == 1
+
+        return await self._write(op, None)
+
+    async def note_queued(
+        self,
+        ti_pk: int,
+        try_number: int,
+        reason: str | None,
+        message: str | None,
+        *,
+        epoch: int | None,
+    ) -> bool:
+        """Say why a queued try waits for its executor (None, None: it no longer does).
+
+        Not a state change: only a queued instance on that try, under the leader's epoch.
+        """
+        stmt = (
+            sa.update(task_instances)
+            .where(
+                _ti.pk == ti_pk,
+                _ti.state == TaskState.QUEUED.value,
+                _ti.try_number == try_number,
+            )
+            .values(reason=reason, message=message, updated_at=now())
+        )
+
+        def op(conn: Connection) -> bool:
+            return conn.execute(stmt).rowcount == 1
+
+        return await self._write(op, epoch)
