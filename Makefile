@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev run lite test test-fast lint bench proto helm rbac clean dbt-venv
+.PHONY: dev run lite test test-fast lint fmt bench proto helm rbac clean dbt-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,11 +44,21 @@ lite: $(STAMP)
 test: $(STAMP) .tools/bin/helm $(DBT_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+## Everything but the tests marked slow (end-to-end, browser, dbt, chart, database
+## restart/outage): the loop to run while working. CI runs `make test`.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+
 lint: $(STAMP)
 	$(BIN)/ruff check leoflow tests benchmarks scripts
 	$(BIN)/ruff format --check leoflow tests benchmarks scripts
-	$(BIN)/mypy leoflow tests/fakekube
+	$(BIN)/mypy leoflow tests
 	$(BIN)/lint-imports
+
+## Format and apply ruff's safe fixes (what `make lint` then checks).
+fmt: $(STAMP)
+	$(BIN)/ruff format leoflow tests benchmarks scripts
+	$(BIN)/ruff check --fix leoflow tests benchmarks scripts
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

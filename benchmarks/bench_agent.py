@@ -81,12 +81,13 @@ class MemoryBackend:
     async def append_log(self, s: Any, data: bytes) -> None:
         self.log_bytes += len(data)
 
-    async def complete(
-        self, s: Any, *, exit_code: int, oom_killed: bool, timed_out: bool, message: str
-    ) -> None:
+    async def log_size(self, s: Any) -> int:
+        return 0
+
+    async def complete(self, s: Any, outcome: Any) -> None:
         fut = self.done.get(s.ti_pk)
         if fut is not None and not fut.done():
-            fut.set_result(exit_code)
+            fut.set_result(outcome.exit_code)
 
     async def resolve_secret(self, s: Any, name: str) -> str | None:
         return None
@@ -110,13 +111,150 @@ def _endpoint_process(cpu: int, use_uvloop: bool, n_tasks: int, ready: Any, stop
     from leoflow.scheduler.agent_endpoint import AgentEndpoint
 
     async def main() -> None:
-        endpoint = AgentEndpoint(MemoryBackend(n_tasks), KEY)
+        backend = MemoryBackend(n_tasks)
+        endpoint = AgentEndpoint(backend, KEY)
         address = await endpoint.start("127.0.0.1:0")
-        ready.send(address)
+        batch_server, batch_address = await _batch_server(backend)
+        ready.send((address, batch_address))
         await asyncio.get_running_loop().run_in_executor(None, stop.recv)
         await endpoint.stop(0)
+        await batch_server.stop(0)
 
     asyncio.run(main())
+
+
+async def _batch_server(backend: Any) -> tuple[Any, str]:
+    """The batching alternative: one unary call carrying many tasks' messages,
+    answered by the same per-message code the Channel uses."""
+    import grpc
+
+    from leoflow.protocol.agent_v1 import pb
+    from leoflow.scheduler.agent_ops import AgentOps
+
+    ops = AgentOps(backend, KEY, session_ttl=86400, heartbeat=5.0)
+
+    async def batch(raw: bytes, context: Any) -> bytes:
+        replies = []
+        for item in pb.AgentBatch.FromString(raw).items:
+            reply = pb.ItemReply(id=item.id)
+            reply.heartbeat.CopyFrom(await ops.heartbeat(item.session_token))
+            replies.append(reply)
+        return pb.ReplyBatch(replies=replies).SerializeToString()  # type: ignore[no-any-return]
+
+    server = grpc.aio.server()
+    handler = grpc.unary_unary_rpc_method_handler(batch)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("bench.Batch", {"Batch": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+def _tokens(ti_pks: list[int]) -> list[str]:
+    from leoflow.domain.credentials import new_claims, sign_session
+
+    return [sign_session(new_claims(i, 1, now=time.time(), ttl=86400), KEY) for i in ti_pks]
+
+
+def _channel_client(
+    cpus: set[int], address: str, ti_pks: list[int], seconds: float, per_message: int, out: Any
+) -> None:
+    """Heartbeats over one Channel stream, ``per_message`` items per AgentBatch, with
+    enough batches in flight to keep the endpoint busy."""
+    os.sched_setaffinity(0, cpus)
+    import uvloop
+
+    uvloop.install()
+    import grpc
+
+    from leoflow.protocol.agent_v1 import method_path, pb
+
+    async def main() -> int:
+        tokens = _tokens(ti_pks)
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = channel.stream_stream(
+                method_path("Channel"),
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=pb.ReplyBatch.FromString,
+            )(metadata=(("x-leoflow-agent", f"bench-{os.getpid()}"),))
+            window = asyncio.Semaphore(max(2, 64 // per_message))
+            ids = iter(range(1, 1 << 62))
+            ok = 0
+            outstanding = 0
+            deadline = time.perf_counter() + seconds
+
+            async def read() -> None:
+                nonlocal ok, outstanding
+                async for batch in call:
+                    for reply in batch.replies:
+                        ok += reply.code == 0
+                        outstanding -= 1
+                        if outstanding % per_message == 0:
+                            window.release()
+
+            reader = asyncio.create_task(read())
+            n = 0
+            while time.perf_counter() < deadline:
+                await window.acquire()
+                items = []
+                for _ in range(per_message):
+                    items.append(
+                        pb.AgentItem(
+                            id=next(ids),
+                            session_token=tokens[n % len(tokens)],
+                            heartbeat=pb.HeartbeatRequest(),
+                        )
+                    )
+                    n += 1
+                outstanding += per_message
+                await call.write(pb.AgentBatch(items=items))
+            await call.done_writing()
+            await reader
+            return ok
+
+    out.send(asyncio.run(main()))
+
+
+def _batch_client(
+    cpus: set[int], address: str, ti_pks: list[int], seconds: float, per_call: int, out: Any
+) -> None:
+    """Heartbeats as unary calls each carrying ``per_call`` of them (a few in flight)."""
+    os.sched_setaffinity(0, cpus)
+    import uvloop
+
+    uvloop.install()
+    import grpc
+
+    from leoflow.protocol.agent_v1 import pb
+
+    async def main() -> int:
+        tokens = _tokens(ti_pks)
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = channel.unary_unary(
+                "/bench.Batch/Batch",
+                request_serializer=lambda m: m.SerializeToString(),
+                response_deserializer=pb.ReplyBatch.FromString,
+            )
+            request = pb.AgentBatch(
+                items=[
+                    pb.AgentItem(id=i, session_token=tokens[i % len(tokens)], heartbeat={})
+                    for i in range(per_call)
+                ]
+            )
+            ok = 0
+            deadline = time.perf_counter() + seconds
+
+            async def worker() -> None:
+                nonlocal ok
+                while time.perf_counter() < deadline:
+                    reply = await call(request)
+                    ok += sum(r.code == 0 for r in reply.replies)
+
+            await asyncio.gather(*(worker() for _ in range(max(2, 64 // per_call))))
+            return ok
+
+    out.send(asyncio.run(main()))
 
 
 def _heartbeat_client(
@@ -166,7 +304,9 @@ def _heartbeat_client(
     out.send(asyncio.run(main()))
 
 
-def bench_heartbeats(use_uvloop: bool, seconds: float) -> dict[str, Any]:
+def bench_heartbeats(use_uvloop: bool, seconds: float, mode: str = "unary") -> dict[str, Any]:
+    """``mode``: unary (one call a heartbeat), stream (one Channel item a message),
+    stream_batched (100 items a Channel message), batch (100 a unary call)."""
     cpus = sorted(os.sched_getaffinity(0))
     server_cpu, client_cpus = cpus[0], set(cpus[1:]) or {cpus[0]}
     n_clients = max(1, len(client_cpus))
@@ -177,17 +317,22 @@ def bench_heartbeats(use_uvloop: bool, seconds: float) -> dict[str, Any]:
         target=_endpoint_process, args=(server_cpu, use_uvloop, 1000, ready_w, stop_r)
     )
     server.start()
-    address = ready_r.recv()
+    address, batch_address = ready_r.recv()
     assert server.pid is not None
     clients = []
     pipes = []
     for c in range(n_clients):
         r, w = ctx.Pipe(False)
         ti_pks = list(range(1 + c * 100, 101 + c * 100))  # 100 task instances per client
-        p = ctx.Process(
-            target=_heartbeat_client, args=(client_cpus, address, ti_pks, seconds, 64, w)
-        )
-        clients.append(p)
+        target: Any
+        if mode == "unary":
+            target, args = _heartbeat_client, (client_cpus, address, ti_pks, seconds, 64, w)
+        elif mode in ("stream", "stream_batched"):
+            per = 1 if mode == "stream" else 100
+            target, args = _channel_client, (client_cpus, address, ti_pks, seconds, per, w)
+        else:
+            target, args = _batch_client, (client_cpus, batch_address, ti_pks, seconds, 100, w)
+        clients.append(ctx.Process(target=target, args=args))
         pipes.append(r)
     time.sleep(0.5)
     cpu0, t0 = _cpu_seconds(server.pid), time.perf_counter()
@@ -202,14 +347,37 @@ def bench_heartbeats(use_uvloop: bool, seconds: float) -> dict[str, Any]:
     server.join(10)
     # Client start-up is inside `elapsed`; rate over the measured window only.
     return {
-        "rpcs": total,
-        "rpcs_per_s": round(total / seconds),
+        "mode": mode,
+        "heartbeats": total,
+        "heartbeats_per_s": round(total / seconds),
         "endpoint_cpu_utilisation": round((cpu1 - cpu0) / elapsed, 2),
         "endpoint_cpu": server_cpu,
         "client_cpus": sorted(client_cpus),
-        "client_processes": n_clients,
-        "concurrency_per_client": 64,
     }
+
+
+def bench_heartbeat_modes(seconds: float, repeat: int) -> dict[str, Any]:
+    """Each transport ``repeat`` times, interleaved so load drift hits all alike."""
+    modes = ("unary", "stream", "stream_batched", "batch")
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    for _ in range(repeat):
+        for mode in modes:
+            runs[mode].append(bench_heartbeats(True, seconds, mode))
+    result: dict[str, Any] = {}
+    for mode, samples in runs.items():
+        rates = sorted(r["heartbeats_per_s"] for r in samples)
+        result[mode] = {
+            "heartbeats_per_s_median": statistics.median(rates),
+            "heartbeats_per_s_runs": rates,
+            "endpoint_cpu_utilisation_median": statistics.median(
+                r["endpoint_cpu_utilisation"] for r in samples
+            ),
+        }
+    result["note"] = (
+        "endpoint pinned to one core (uvloop), 100 tasks per client process on the other; "
+        "stream_batched = what the agent sends when 100 tasks beat in one interval"
+    )
+    return result
 
 
 # -- log ingest --------------------------------------------------------------------------
@@ -367,15 +535,31 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--out")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--only", choices=("heartbeats", "pool"), help="one section: transports, or the pool"
+    )
     args = parser.parse_args()
     import grpc
+
+    if args.only:
+        section = (
+            bench_heartbeat_modes(args.seconds, args.repeat)
+            if args.only == "heartbeats"
+            else asyncio.run(bench_pool(200, 8))
+        )
+        text = json.dumps({"grpcio": grpc.__version__, args.only: section}, indent=2)
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        return
 
     result: dict[str, Any] = {
         "python": sys.version.split()[0],
         "grpcio": grpc.__version__,
         "cpus": len(os.sched_getaffinity(0)),
         "heartbeat_default_loop": bench_heartbeats(False, args.seconds),
-        "heartbeat_uvloop": bench_heartbeats(True, args.seconds),
+        "heartbeat_transports": bench_heartbeat_modes(args.seconds, args.repeat),
         "logs_1_stream": asyncio.run(bench_logs(1, 200)),
         "logs_50_streams": asyncio.run(bench_logs(50, 8)),
         "agent_start_to_first_rpc": asyncio.run(bench_agent_start(10)),

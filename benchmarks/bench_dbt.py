@@ -28,8 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.dbt.project import expander
-from leoflow.domain.loader import LoadOptions, load_dag_file
 
 LAYER = 50
 

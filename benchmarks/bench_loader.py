@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from leoflow.domain.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import DagFileError, parse_dag
 from leoflow.domain.progress import topological_order
 
 PATH = Path("bench.yaml")

@@ -43,7 +43,7 @@ from benchmarks.bench_api import (  # noqa: E402
     seed,
     start_api,
 )
-from leoflow.domain.loader import parse_dag  # noqa: E402
+from leoflow.dagfile.loader import parse_dag  # noqa: E402
 from leoflow.store import Store  # noqa: E402
 
 TARGET_P95_MS = 100

@@ -57,7 +57,7 @@ def _configure_logging(level: str = "WARNING", fmt: str = "text") -> None:
 
 
 def cmd_dags_validate(args: argparse.Namespace) -> int:
-    from leoflow.domain.loader import LoadOptions, load_dag_folder
+    from leoflow.dagfile.loader import LoadOptions, load_dag_folder
 
     passthrough = None
     if args.passthrough is not None:
@@ -116,7 +116,7 @@ def cmd_dags_next(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
     from zoneinfo import ZoneInfo
 
-    from leoflow.domain.loader import DagFileError, LoadOptions
+    from leoflow.dagfile.loader import DagFileError, LoadOptions
     from leoflow.domain.schedule import next_fires
     from leoflow.lite import resolve_target
 
@@ -160,7 +160,7 @@ def cmd_dags_next(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from leoflow.domain.loader import DagFileError, LoadOptions
+    from leoflow.dagfile.loader import DagFileError, LoadOptions
     from leoflow.lite import resolve_target
 
     settings = _settings(args)
@@ -186,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 async def _run_once(settings: Any, loaded: Any, executor: str, conf: Any) -> int:
     """The same path for every executor: only where the tasks run differs."""
     from leoflow.console import Progress, final_table
-    from leoflow.domain.loader import DagFileError
+    from leoflow.dagfile.loader import DagFileError
     from leoflow.domain.progress import topological_order
     from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.lite import STOPPED_MESSAGE, announce_ignored, describe_killed, run_dag
@@ -501,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs.set_defaults(func=cmd_logs)
 
     add_remote_commands(sub, dags)
+    from leoflow.backfill_cli import add_backfill_command
+
+    add_backfill_command(sub)
 
     scheduler = sub.add_parser(
         "scheduler", help="Pro: the scheduler (leader election, executor, agent endpoint)"

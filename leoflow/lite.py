@@ -20,10 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leoflow.dbt.project import expander
-from leoflow.domain.dag import DEFAULT_POOL, DagSpec
-from leoflow.domain.execution import Executor
-from leoflow.domain.loader import (
+from leoflow.dagfile.loader import (
     DagFileError,
     LoadedDag,
     LoadOptions,
@@ -32,9 +29,13 @@ from leoflow.domain.loader import (
     load_dag_file,
     load_dag_folder,
 )
+from leoflow.dbt.project import expander
+from leoflow.domain.dag import DEFAULT_POOL, DagSpec
+from leoflow.domain.execution import Executor
 from leoflow.domain.printable import printable
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
+from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreError
 from leoflow.store.rows import RunRow, TaskChange
@@ -118,6 +119,7 @@ async def open_runtime(settings: Settings, executor_name: str, *, solo: bool = F
         )
         config = scheduler_config(settings, pools, solo=solo)
         scheduler = Scheduler(store, executor, config, epoch=epoch)
+        scheduler.notifications.secrets = DirectorySecrets(settings.resolved_secrets_dir)
         closers: list[Callable[[], Any]] = []
         if lease is not None:
             closers.append(lease.close)

@@ -26,6 +26,7 @@ from leoflow.lite import make_executor, scheduler_config
 from leoflow.scheduler import metrics
 from leoflow.scheduler.agent_service import start_agent_service
 from leoflow.scheduler.core import Scheduler
+from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
 from leoflow.store import Store
 from leoflow.store.errors import StoreError
@@ -68,6 +69,7 @@ class SchedulerReplica:
             scheduler = Scheduler(
                 self.store, executor, scheduler_config(self.settings, pools), epoch=epoch
             )
+            scheduler.notifications.secrets = DirectorySecrets(self.settings.resolved_secrets_dir)
             await scheduler.start()
             self.scheduler = scheduler
             await scheduler.join()

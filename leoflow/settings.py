@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -191,7 +192,7 @@ class Settings(BaseSettings):
 
     @field_validator("task_pod_passthrough", mode="before")
     @classmethod
-    def _split_passthrough(cls, value: Any) -> Any:
+    def _split_passthrough(cls, value: object) -> object:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         if not isinstance(value, list | tuple | set | frozenset):
@@ -236,35 +237,28 @@ class Settings(BaseSettings):
 
     @field_validator("image_pull_secrets", mode="before")
     @classmethod
-    def _split_secrets(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
+    def _split_secrets(cls, value: object) -> object:
+        return _split_list(value)
 
     @field_validator("api_allowed_hosts", mode="before")
     @classmethod
-    def _split_hosts(cls, value: Any) -> Any:
-        value = _split_list(value)
-        for entry in value if isinstance(value, tuple) else ():
-            if not _HOST_ENTRY.fullmatch(str(entry)):
-                raise ValueError(
-                    f"expected host names such as leoflow.example, .example.com, [::1] "
-                    f"or name:port (no scheme or path), got {entry!r}"
-                )
-        return value
+    def _split_hosts(cls, value: object) -> object:
+        return _checked_list(
+            value,
+            lambda entry: _HOST_ENTRY.fullmatch(entry) is not None,
+            "host names such as leoflow.example, .example.com, [::1] or name:port "
+            "(no scheme or path)",
+        )
 
     @field_validator("api_allowed_origins", mode="before")
     @classmethod
-    def _split_origins(cls, value: Any) -> Any:
-        value = _split_list(value)
-        for entry in value if isinstance(value, tuple) else ():
-            scheme, sep, rest = str(entry).partition("://")
-            if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
-                raise ValueError(
-                    f"expected origins such as https://leoflow.example or "
-                    f"http://localhost:3000 (scheme://host[:port], no path), got {entry!r}"
-                )
-        return value
+    def _split_origins(cls, value: object) -> object:
+        return _checked_list(
+            value,
+            _is_origin,
+            "origins such as https://leoflow.example or http://localhost:3000 "
+            "(scheme://host[:port], no path)",
+        )
 
     @property
     def resolved_database_url(self) -> str:
@@ -284,12 +278,27 @@ class Settings(BaseSettings):
 _HOST_ENTRY = re.compile(r"(\*|\.?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
 
 
-def _split_list(value: Any) -> Any:
+def _split_list(value: object) -> object:
+    """A comma-separated string (as the environment gives it) or a list, as a tuple."""
     if isinstance(value, str):
         return tuple(part.strip() for part in value.split(",") if part.strip())
     if isinstance(value, list):
         return tuple(value)
     return value
+
+
+def _checked_list(value: object, ok: Callable[[str], bool], expected: str) -> object:
+    """``_split_list``, each entry checked: a bad one is an error naming it."""
+    value = _split_list(value)
+    for entry in value if isinstance(value, tuple) else ():
+        if not ok(str(entry)):
+            raise ValueError(f"expected {expected}, got {entry!r}")
+    return value
+
+
+def _is_origin(entry: str) -> bool:
+    scheme, sep, rest = entry.partition("://")
+    return scheme in ("http", "https") and bool(sep and rest) and "/" not in rest
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

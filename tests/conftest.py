@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.postgres import PgServer, start_postgres
+
+# --- Markers: whole folders of slow tests (real processes end to end, a browser, dbt;
+# helm renders). Slow files elsewhere say so with a module-level pytestmark.
+
+SLOW_FOLDERS = tuple(Path(__file__).parent / name for name in ("e2e", "chart"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.path.is_relative_to(folder) for folder in SLOW_FOLDERS):
+            item.add_marker(pytest.mark.slow)
+
 
 # --- PostgreSQL (store): one throw-away server per session, a fresh database per test.
 

@@ -1,8 +1,9 @@
 """``leoflow agent``: runs a task's command for the control plane, over gRPC.
 
-Imports only ``leoflow.protocol``, grpc and the stdlib: in a pod it starts once per
-task, so its import time is paid per task. See ``leoflow.agent.cli`` for modes,
-environment, the pool's stdin protocol and exit codes.
+Imports only ``leoflow.protocol``, grpc and the stdlib, never the domain, settings,
+pydantic or yaml: in a pod it starts once per task, so its import time is paid per
+task. See ``leoflow.agent.cli`` for modes, environment, the pool's stdin protocol and
+exit codes.
 """
 
 from __future__ import annotations

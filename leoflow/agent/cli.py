@@ -58,7 +58,8 @@ import sys
 from typing import Any
 
 from leoflow.agent.cgroup import find_oom_counter
-from leoflow.agent.client import Client, channel_credentials
+from leoflow.agent.channel import Channel
+from leoflow.agent.client import channel_credentials
 from leoflow.agent.environment import (
     TaskUserError,
     base_environment,
@@ -140,13 +141,13 @@ def run(argv: list[str]) -> int:
 
 
 def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
-    client = Client(
+    channel = Channel(
         settings["endpoint"],
         connect_timeout=settings["connect_timeout"],
         credentials=settings["credentials"],
     )
     sup = Supervisor(
-        client,
+        channel,
         oom=find_oom_counter(settings["cgroup_root"]),
         kill_grace=settings["kill_grace"],
         pod_name=settings["pod_name"],
@@ -165,7 +166,7 @@ async def _single(settings: dict[str, Any], ticket: str) -> int:
         return await TaskRun(sup, ticket).run()
     finally:
         await sup.heartbeats.close()
-        await sup.client.close()
+        await sup.channel.close()
 
 
 def _emit(fields: dict[str, Any]) -> None:
@@ -266,7 +267,7 @@ async def _pool(settings: dict[str, Any], events: bool) -> int:
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await sup.heartbeats.close()
-        await sup.client.close()
+        await sup.channel.close()
     return 128 + sup.received_signal if sup.received_signal is not None else 0
 
 

@@ -1,15 +1,15 @@
-"""Ships a task's stdout and stderr to the control plane over one Logs client stream.
+"""Ships a task's stdout and stderr to the control plane as log items on the channel.
 
-The stream opens at the first byte of output (a silent task costs no Logs call).
 Output is kept in arrival order, tagged by stream; consecutive pieces of the same
-stream are merged up to ``MAX_CHUNK``. When more than ``HIGH_WATER`` bytes wait,
-the child's pipes are paused, so a fast writer is slowed to the network's pace
-rather than buffered without bound.
-
-If the stream breaks with UNAVAILABLE it is reopened for what follows, and the new
-stream starts with a ``GAP_MARKER`` line on stderr, so a log that may have lost what
-was in flight says so; if it is refused, the rest of the output is read and dropped
-so the child never blocks on a full pipe.
+stream are merged up to ``MAX_CHUNK``. Each chunk carries its offset in the try's
+log and stays in the channel until the endpoint acknowledges it, so a broken
+connection loses nothing: the channel resends what is unacknowledged and the
+endpoint skips what it already stored. At most ``WINDOW`` bytes are unacknowledged
+at once; when more than ``HIGH_WATER`` bytes wait behind them, the child's pipes are
+paused, so a fast writer is slowed to the network's pace rather than buffered
+without bound. If a chunk is refused (or cannot be delivered within the connect
+timeout), the rest of the output is read and dropped so the child never blocks on
+a full pipe.
 
 The task's secret values are masked here, before a byte is queued (``masking``), so
 they never reach the control plane's log store.
@@ -23,26 +23,21 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import grpc
-
-from leoflow.agent.client import Client
+from leoflow.agent.channel import Channel
+from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.masking import Masker
 from leoflow.protocol.agent_v1 import pb
 
 MAX_CHUNK = 256 * 1024
+WINDOW = 2 * 1024 * 1024
 HIGH_WATER = 4 * 1024 * 1024
 LOW_WATER = 1024 * 1024
-_MAX_REOPENS = 5
-GAP_MARKER = (
-    b"[leoflow agent: the log stream was interrupted here and reopened; "
-    b"output written just before this line may be missing]\n"
-)
 
 
 class LogShipper:
     def __init__(
         self,
-        client: Client,
+        channel: Channel,
         token: Callable[[], str],
         label: str,
         secrets: Iterable[str] = (),
@@ -50,7 +45,7 @@ class LogShipper:
         values = tuple(secrets)
         # One per stream: a value split across chunks is split within one stream.
         self._maskers = {s: Masker(values) for s in (pb.LogChunk.STDOUT, pb.LogChunk.STDERR)}
-        self._client = client
+        self._channel = channel
         self._token = token
         self._label = label
         self._pending: collections.deque[tuple[int, bytes]] = collections.deque()
@@ -58,10 +53,8 @@ class LogShipper:
         self._wake = asyncio.Event()
         self._closed = False
         self._failed = False
-        self._reopens = 0
-        self._gap = False
-        self._ends_line = True
-        self._call: Any = None
+        self._unacked: collections.deque[tuple[asyncio.Future[Any], int]] = collections.deque()
+        self._unacked_bytes = 0
         self._pause: Callable[[bool], None] | None = None
         self._paused = False
         self.sent = 0
@@ -105,7 +98,8 @@ class LogShipper:
             if self._paused and self._pending_bytes < LOW_WATER:
                 self._set_paused(False)
             await self._send(stream, data)
-        await self._close_call()
+        while self._unacked:
+            await self._settle_oldest()
 
     def _take(self) -> tuple[int, bytes]:
         stream, data = self._pending.popleft()
@@ -132,62 +126,29 @@ class LogShipper:
             self._pause(paused)
 
     async def _send(self, stream: int, data: bytes) -> None:
-        # A chunk whose write failed never left: it goes again on the reopened stream.
-        while not self._failed:
-            if self._call is None:
-                self._call = self._client.logs(self._token())
-            try:
-                if self._gap:
-                    marker = GAP_MARKER if self._ends_line else b"\n" + GAP_MARKER
-                    await self._call.write(pb.LogChunk(stream=pb.LogChunk.STDERR, data=marker))
-                    self._gap = False
-                await self._call.write(pb.LogChunk(stream=stream, data=data))
-                self.sent += len(data)
-                self._ends_line = data.endswith(b"\n")
-                return
-            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                pass
-            call, self._call = self._call, None
-            code, details = await _status(call)
-            if code == grpc.StatusCode.UNAVAILABLE and self._reopens < _MAX_REOPENS:
-                self._reopens += 1
-                self._gap = True
-                _warn(
-                    f"{self._label}: log stream interrupted ({details}); reopening it, "
-                    "output in flight may be lost (the log marks the place)"
-                )
-                continue
-            self._failed = True
-            self._pending.clear()
-            self._pending_bytes = 0
-            self._set_paused(False)
-            _warn(
-                f"{self._label}: log stream refused ({_name(code)}: {details}); "
-                "the rest of the output is dropped"
-            )
-
-    async def _close_call(self) -> None:
-        call, self._call = self._call, None
-        if call is None:
+        if self._failed:
             return
+        chunk = pb.LogChunk(stream=stream, data=data, offset=self.sent)
+        self._unacked.append((self._channel.submit("log", chunk, self._token()), len(data)))
+        self._unacked_bytes += len(data)
+        self.sent += len(data)
+        while self._unacked and (self._unacked_bytes > WINDOW or self._unacked[0][0].done()):
+            await self._settle_oldest()
+
+    async def _settle_oldest(self) -> None:
+        future, size = self._unacked.popleft()
+        self._unacked_bytes -= size
         try:
-            await call.done_writing()
-            ack = await call
-            self.acked += ack.bytes_received
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            code, details = await _status(call)
-            _warn(f"{self._label}: log stream ended with {_name(code)}: {details}")
-
-
-async def _status(call: Any) -> tuple[Any, str]:
-    try:
-        return await call.code(), (await call.details()) or ""
-    except Exception as exc:  # a call that never started has no status
-        return None, str(exc)
-
-
-def _name(code: Any) -> str:
-    return getattr(code, "name", str(code))
+            await future
+        except (Refused, Unreachable) as exc:
+            if not self._failed:
+                self._failed = True
+                self._pending.clear()
+                self._pending_bytes = 0
+                self._set_paused(False)
+                _warn(f"{self._label}: output refused ({exc}); the rest of it is dropped")
+        else:
+            self.acked += size
 
 
 def _warn(message: str) -> None:

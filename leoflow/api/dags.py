@@ -28,7 +28,7 @@ from leoflow.api.schemas import (
     dag_detail,
     dag_summary,
 )
-from leoflow.domain.loader import DagFileError, LoadOptions, parse_dag
+from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
 
 router = APIRouter(prefix="/api/v1/dags", tags=["dags"])
 

@@ -167,6 +167,9 @@ class RunOut(_Out):
     started_at: datetime | None
     ended_at: datetime | None
     message: str | None
+    deadline_missed_at: datetime | None = Field(
+        None, description="when the run was found past its DAG's deadline; null if not"
+    )
 
 
 class RunPage(_Out):
@@ -194,6 +197,7 @@ def run_out(row: RunRow) -> RunOut:
         started_at=ts(row.started_at),
         ended_at=ts(row.ended_at),
         message=row.message,
+        deadline_missed_at=ts(row.deadline_missed_at),
     )
 
 

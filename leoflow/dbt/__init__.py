@@ -4,4 +4,8 @@ Leoflow never imports dbt: it runs the ``dbt`` executable (which lives in its ow
 environment, since dbt and Leoflow pin incompatible protobuf versions) and reads its
 JSON artifacts. ``project`` is what the DAG loader calls; ``task`` is what a dbt
 task's command runs (stdlib only, like the agent).
+
+Never imports the scheduler, the API, the store, ``leoflow.dagfile`` or Kubernetes;
+the loader receives ``project.expander`` from its caller. ``task`` imports no leoflow
+package at all.
 """

@@ -267,7 +267,7 @@ def expander(cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR) -> D
 
     def run(request: DbtRequest) -> Expansion:
         spec = request.spec
-        base = request.dag_file.parent.resolve()
+        base = Path(request.dag_file).parent.resolve()
         executable = spec.executable
         if os.sep in executable and not os.path.isabs(executable):
             executable = str(_resolve(base, executable))

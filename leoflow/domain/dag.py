@@ -22,6 +22,7 @@ from pydantic import (
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
+from leoflow.domain.notify import NotifyRule
 from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
 
 DAG_ID_PATTERN = r"^[a-z0-9_-]{1,200}$"
@@ -93,7 +94,7 @@ def _trigger_rule(value: object) -> object:
 TriggerRuleField = Annotated[TriggerRule, BeforeValidator(_trigger_rule)]
 
 
-def _scalar_to_str(value: Any) -> Any:
+def _scalar_to_str(value: object) -> object:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -101,7 +102,7 @@ def _scalar_to_str(value: Any) -> Any:
     return value
 
 
-def _env(value: Any) -> Any:
+def _env(value: object) -> object:
     if isinstance(value, dict):
         for key in value:
             if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
@@ -177,6 +178,7 @@ class TaskFields(_Strict):
     secrets: list[SecretName] | None = None
     resources: Resources | None = None
     execution: Execution | None = None
+    notify: list[NotifyRule] | None = None
 
 
 class TaskSpec(_Strict):
@@ -197,6 +199,7 @@ class TaskSpec(_Strict):
     secrets: tuple[SecretName, ...] = ()
     resources: Resources = Resources()
     execution: Execution = Execution()
+    notify: tuple[NotifyRule, ...] = ()
 
     @property
     def max_tries(self) -> int:
@@ -217,7 +220,13 @@ class DagSpec(_Strict):
     catchup: bool = False
     max_active_runs: int = Field(1, ge=1)
     max_active_tasks: int = Field(16, ge=1)
+    # From the logical date (or, without one, the trigger time): a run not done by
+    # then is reported (deadline_missed) and goes on. A run running longer than
+    # run_timeout fails, its tasks stopped.
+    deadline: Duration | None = None
+    run_timeout: Duration | None = None
     tags: tuple[OneLine, ...] = ()
+    notify: tuple[NotifyRule, ...] = ()
     tasks: dict[str, TaskSpec]
     # Kept as written: the tasks it became are in ``tasks`` already (leoflow/domain/dbt.py).
     dbt: DbtSpec | None = None

@@ -22,13 +22,14 @@ What becomes a task:
 
 from __future__ import annotations
 
-import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from leoflow.domain.dbt_graph import Graph, SelectorError, select
 
 TASK_PREFIX = "dbt."
 TESTS_TASK = "dbt.tests"
@@ -37,8 +38,6 @@ RUNNABLE = ("model", "seed", "snapshot")
 _VERB = {"model": "run", "seed": "seed", "snapshot": "snapshot", "test": "test"}
 _SOURCE_KEY = re.compile(r"^source:[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-_GRAPH = re.compile(r"^(?P<at>@)?(?:(?P<up>\d*)\+)?(?P<body>[^+@]+?)(?:\+(?P<down>\d*))?$")
-SUPPORTED_METHODS = ("fqn", "tag", "path", "source", "resource_type", "package")
 
 
 class DbtSpec(BaseModel):
@@ -59,7 +58,7 @@ class DbtSpec(BaseModel):
 
     @field_validator("select", "exclude", mode="before")
     @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
+    def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
     @field_validator("depends_on")
@@ -78,10 +77,6 @@ class DbtSpec(BaseModel):
         if not value.strip():
             raise ValueError("must not be empty")
         return value
-
-
-class SelectorError(ValueError):
-    """A selector Leoflow cannot evaluate, or one that matches nothing."""
 
 
 Loc = tuple[str, ...]
@@ -107,150 +102,6 @@ class Paths:
     # dbt's partial parse from the parse behind the manifest: a task's first run starts
     # from it instead of parsing the whole project (seconds per task).
     partial_parse: str | None = None
-
-
-# ----------------------------------------------------------------------- selection
-
-
-class Graph:
-    """The part of a manifest selection and dependencies need, indexed once."""
-
-    def __init__(self, manifest: Mapping[str, Any]) -> None:
-        nodes = manifest.get("nodes") or {}
-        sources = manifest.get("sources") or {}
-        self.nodes: dict[str, Mapping[str, Any]] = {**nodes, **sources}
-        self.project = str((manifest.get("metadata") or {}).get("project_name") or "")
-        self.parents: dict[str, list[str]] = {}
-        for uid, node in self.nodes.items():
-            deps = (node.get("depends_on") or {}).get("nodes") or []
-            self.parents[uid] = [d for d in deps if d in self.nodes]
-        self.kinds: dict[str, str] = {
-            uid: str(node.get("resource_type") or uid.split(".", 1)[0])
-            for uid, node in self.nodes.items()
-        }
-        self.children: dict[str, list[str]] = {uid: [] for uid in self.nodes}
-        for uid, ups in self.parents.items():
-            for up in ups:
-                self.children[up].append(uid)
-
-    def resource_type(self, uid: str) -> str:
-        return self.kinds[uid]
-
-    def name(self, uid: str) -> str:
-        node = self.nodes[uid]
-        if self.resource_type(uid) == "source":
-            return f"{node.get('source_name')}.{node.get('name')}"
-        return str(node.get("name") or uid.rsplit(".", 1)[-1])
-
-    def walk(self, start: Iterable[str], up: bool, depth: int | None) -> set[str]:
-        edges = self.parents if up else self.children
-        seen: set[str] = set()
-        frontier = list(start)
-        level = 0
-        while frontier and (depth is None or level < depth):
-            level += 1
-            nxt: list[str] = []
-            for uid in frontier:
-                for other in edges[uid]:
-                    if other not in seen:
-                        seen.add(other)
-                        nxt.append(other)
-            frontier = nxt
-        return seen
-
-
-def _method_matches(graph: Graph, method: str, value: str, uid: str) -> bool:
-    node = graph.nodes[uid]
-    kind = graph.resource_type(uid)
-    if method == "tag":
-        tags = set(node.get("tags") or ()) | set((node.get("config") or {}).get("tags") or ())
-        return any(fnmatch.fnmatchcase(tag, value) for tag in tags)
-    if method == "resource_type":
-        return kind == value
-    if method == "package":
-        return fnmatch.fnmatchcase(str(node.get("package_name") or ""), value)
-    if method == "path":
-        path = str(node.get("original_file_path") or "")
-        want = value.rstrip("/")
-        return (
-            path == want
-            or path.startswith(want + "/")
-            or fnmatch.fnmatchcase(path, value)
-            or path.rsplit(".", 1)[0] == want
-        )
-    if method == "source":
-        if kind != "source":
-            return False
-        parts = value.split(".")
-        src, table = str(node.get("source_name")), str(node.get("name"))
-        package = str(node.get("package_name") or "")
-        if len(parts) == 1:
-            return fnmatch.fnmatchcase(src, parts[0])
-        if len(parts) == 2:
-            return fnmatch.fnmatchcase(src, parts[0]) and fnmatch.fnmatchcase(table, parts[1])
-        return (
-            len(parts) == 3
-            and fnmatch.fnmatchcase(package, parts[0])
-            and fnmatch.fnmatchcase(src, parts[1])
-            and fnmatch.fnmatchcase(table, parts[2])
-        )
-    # fqn: a bare name, a package, or a dotted fqn prefix; * wildcards per part.
-    if kind == "source":
-        return False
-    fqn = [str(p) for p in node.get("fqn") or [graph.name(uid)]]
-    parts = value.split(".")
-    if len(parts) == 1:
-        return fnmatch.fnmatchcase(fqn[-1], value) or fnmatch.fnmatchcase(fqn[0], value)
-    if len(parts) > len(fqn):
-        return False
-    return all(fnmatch.fnmatchcase(have, want) for have, want in zip(fqn, parts, strict=False))
-
-
-def _atom(graph: Graph, text: str) -> set[str]:
-    match = _GRAPH.match(text)
-    if not match:
-        raise SelectorError(f"cannot read {text!r}: expected [@][N+]method:value[+N]")
-    body = match["body"]
-    if ":" in body:
-        method, _, value = body.partition(":")
-    elif "/" in body or body.endswith((".sql", ".py", ".csv")):
-        method, value = "path", body
-    else:
-        method, value = "fqn", body
-    if method not in SUPPORTED_METHODS:
-        raise SelectorError(
-            f"selector method {method!r} (in {text!r}) is not supported; Leoflow evaluates "
-            f"{', '.join(m + ':' for m in SUPPORTED_METHODS)} names, paths and fqn wildcards, "
-            f"with +, N+, +N and @ graph operators, spaces (union) and commas (intersection)"
-        )
-    if not value:
-        raise SelectorError(f"selector {text!r} has no value after {method}:")
-    base = {uid for uid in graph.nodes if _method_matches(graph, method, value, uid)}
-    out = set(base)
-    if match["at"]:
-        down = graph.walk(base, up=False, depth=None)
-        out |= down | graph.walk(base | down, up=True, depth=None)
-        return out
-    if match["up"] is not None:
-        out |= graph.walk(base, up=True, depth=int(match["up"]) if match["up"] else None)
-    if match["down"] is not None:
-        out |= graph.walk(base, up=False, depth=int(match["down"]) if match["down"] else None)
-    return out
-
-
-def select(graph: Graph, expressions: Iterable[str]) -> set[str]:
-    """The union of dbt selector expressions (space: union, comma: intersection)."""
-    chosen: set[str] = set()
-    for expression in expressions:
-        for term in expression.split():
-            parts = [p for p in term.split(",") if p]
-            if not parts:
-                continue
-            found = _atom(graph, parts[0])
-            for part in parts[1:]:
-                found &= _atom(graph, part)
-            chosen |= found
-    return chosen
 
 
 # ----------------------------------------------------------------------- expansion
@@ -317,8 +168,8 @@ def task_env(dag_id: str, task_id: str, paths: Paths) -> dict[str, str]:
     return env
 
 
-def _runnable_parents(graph: Graph, uid: str, selected: set[str]) -> set[str]:
-    """Selected runnable nodes ``uid`` reads from, looking through ephemeral models."""
+def _read_through_ephemeral(graph: Graph, uid: str, wanted: Callable[[str], bool]) -> set[str]:
+    """The nodes ``uid`` reads for which ``wanted`` holds, looking through ephemeral models."""
     out: set[str] = set()
     stack = list(graph.parents[uid])
     seen: set[str] = set()
@@ -327,11 +178,16 @@ def _runnable_parents(graph: Graph, uid: str, selected: set[str]) -> set[str]:
         if up in seen:
             continue
         seen.add(up)
-        if up in selected:
+        if wanted(up):
             out.add(up)
         elif _is_ephemeral(graph, up):
             stack.extend(graph.parents[up])
     return out
+
+
+def _runnable_parents(graph: Graph, uid: str, selected: set[str]) -> set[str]:
+    """Selected runnable nodes ``uid`` reads from, looking through ephemeral models."""
+    return _read_through_ephemeral(graph, uid, selected.__contains__)
 
 
 def _is_ephemeral(graph: Graph, uid: str) -> bool:
@@ -344,19 +200,7 @@ def _is_ephemeral(graph: Graph, uid: str) -> bool:
 
 def _sources_read(graph: Graph, uid: str) -> set[str]:
     """Sources ``uid`` reads, directly or through ephemeral models."""
-    out: set[str] = set()
-    stack = list(graph.parents[uid])
-    seen: set[str] = set()
-    while stack:
-        up = stack.pop()
-        if up in seen:
-            continue
-        seen.add(up)
-        if graph.resource_type(up) == "source":
-            out.add(up)
-        elif _is_ephemeral(graph, up):
-            stack.extend(graph.parents[up])
-    return out
+    return _read_through_ephemeral(graph, uid, lambda up: graph.resource_type(up) == "source")
 
 
 def expand(

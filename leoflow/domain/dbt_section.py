@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +24,7 @@ class DbtRequest:
     """What an expander needs: the section, the file it is in, and the DAG around it."""
 
     spec: DbtSpec
-    dag_file: Path
+    dag_file: str  # as the loader was given it; the expander resolves it on disk
     dag_id: str
     ordinary_tasks: frozenset[str]
     # What the dbt tasks' env and secrets will be (DAG defaults, then dbt.defaults):
@@ -54,7 +53,7 @@ def _problem(loc: Loc, message: str) -> dict[str, Any]:
 
 def section_tasks(
     raw: Mapping[str, Any],
-    path: Path,
+    path: str,
     ordinary: Mapping[str, Any],
     dag_defaults: Mapping[str, Any],
     expander: DbtExpander | None,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import islice, takewhile
 
 from leoflow.domain.cron import CronSchedule
 from leoflow.domain.dag import DagSpec
@@ -29,12 +31,8 @@ def due_runs(
     cron = spec.cron()
     if cron is None:
         return []
-    floor = None
-    if spec.start_date is not None:
-        start = spec.start_date
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=UTC)
-        floor = start.timestamp() - 1  # a fire exactly at start_date runs
+    start = _start(spec)
+    floor = None if start is None else start.timestamp() - 1  # a fire at start_date runs
     if last_logical is not None:
         base = last_logical
     elif spec.catchup and floor is not None:
@@ -48,23 +46,35 @@ def due_runs(
         # Only the latest fire time matters; start close to now so a minutely
         # cron after a long outage does not walk every missed minute.
         recent = max(base, now - 86400)
-        first = cron.next_after(datetime.fromtimestamp(recent, UTC))
+        first = cron.next_after(_utc(recent))
         origin = recent if first is not None and first.timestamp() <= now else base
         latest = _fires(cron, origin, now, limit=None)
         return latest[-1:]
     return _fires(cron, base, now, limit=max(0, min(limit, MAX_CATCHUP_RUNS)))
 
 
-def _fires(cron: CronSchedule, base: float, now: float, limit: int | None) -> list[float]:
-    fires: list[float] = []
-    moment = datetime.fromtimestamp(base, UTC)
-    while limit is None or len(fires) < limit:
-        fire = cron.next_after(moment)
-        if fire is None or fire.timestamp() > now:
-            break
-        fires.append(fire.timestamp())
+def _start(spec: DagSpec) -> datetime | None:
+    """``start_date`` as an aware datetime (a naive one is UTC), or None."""
+    start = spec.start_date
+    if start is None:
+        return None
+    return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
+
+
+def _after(cron: CronSchedule, moment: datetime) -> Iterator[datetime]:
+    """Fire times strictly after ``moment``, in order, until the schedule runs out."""
+    while (fire := cron.next_after(moment)) is not None:
+        yield fire
         moment = fire
-    return fires
+
+
+def _fires(cron: CronSchedule, base: float, now: float, limit: int | None) -> list[float]:
+    due = takewhile(lambda fire: fire.timestamp() <= now, _after(cron, _utc(base)))
+    return [fire.timestamp() for fire in islice(due, limit)]
+
+
+def _utc(moment: float) -> datetime:
+    return datetime.fromtimestamp(moment, UTC)
 
 
 def next_fires(spec: DagSpec, after: datetime, count: int) -> list[datetime]:
@@ -74,15 +84,7 @@ def next_fires(spec: DagSpec, after: datetime, count: int) -> list[datetime]:
     if cron is None:
         return []
     moment = after
-    if spec.start_date is not None:
-        start = spec.start_date
-        start = start if start.tzinfo is not None else start.replace(tzinfo=UTC)
+    start = _start(spec)
+    if start is not None:
         moment = max(moment, start - timedelta(microseconds=1))  # a fire at start_date runs
-    fires: list[datetime] = []
-    while len(fires) < count:
-        fire = cron.next_after(moment)
-        if fire is None:
-            break
-        fires.append(fire)
-        moment = fire
-    return fires
+    return list(islice(_after(cron, moment), max(count, 0)))

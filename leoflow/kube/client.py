@@ -21,7 +21,7 @@ import json
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, Literal
+from typing import Literal, TypedDict, Unpack
 from urllib.parse import quote
 
 import aiohttp
@@ -40,16 +40,26 @@ from leoflow.kube.errors import (
     error_from_response,
 )
 from leoflow.kube.metrics import REQUESTS
+from leoflow.kube.objects import JsonObj
 from leoflow.settings import Settings
 
 Component = Literal["dispatch", "podcache", "gc", "leader", "logs"]
 COMPONENTS: tuple[Component, ...] = ("dispatch", "podcache", "gc", "leader", "logs")
-JsonObj = dict[str, Any]
 
 _METHOD = {"create": "POST", "delete": "DELETE", "list": "GET", "watch": "GET", "get": "GET"}
 _METHOD["update"] = "PUT"
 _NAMED = frozenset({"delete", "get", "update"})
 _DECLARED = frozenset(calls.CALLS)
+
+
+class _Address(TypedDict, total=False):
+    """What a call names beside its table entry: the object, the query, the body."""
+
+    name: str | None
+    query: Mapping[str, str] | None
+    body: JsonObj | None
+
+
 # A request that gets no answer at all in this long is abandoned (watches excepted).
 REQUEST_TIMEOUT = 30.0
 
@@ -128,7 +138,7 @@ class KubeClient:
 
     def __init__(
         self,
-        configuration: Any,
+        configuration: k8s.Configuration,
         *,
         task_namespace: str,
         release_namespace: str,
@@ -139,12 +149,16 @@ class KubeClient:
         self.configuration = configuration
         self.namespaces = {"task": task_namespace, "release": release_namespace}
         self.bucket: TokenBucket | None = TokenBucket(qps, burst) if rate_limit else None
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, k8s.ApiClient] = {}
         self._closed = False
 
     @classmethod
     async def from_settings(
-        cls, settings: Settings, *, rate_limit: bool = True, configuration: Any = None
+        cls,
+        settings: Settings,
+        *,
+        rate_limit: bool = True,
+        configuration: k8s.Configuration | None = None,
     ) -> KubeClient:
         """In-cluster config when running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``."""
         if configuration is None:
@@ -261,7 +275,7 @@ class KubeClient:
 
     # ---- plumbing --------------------------------------------------------------------
 
-    def _api(self, component: str) -> Any:
+    def _api(self, component: str) -> k8s.ApiClient:
         if self._closed:
             raise RuntimeError("the kube client is closed")
         api = self._clients.get(component)
@@ -288,12 +302,11 @@ class KubeClient:
         call: ApiCall,
         component: Component,
         *,
-        name: str | None = None,
-        query: Mapping[str, str] | None = None,
-        body: JsonObj | None = None,
         client_timeout: aiohttp.ClientTimeout | None = None,
+        **address: Unpack[_Address],
     ) -> aiohttp.ClientResponse:
         """Send one declared call; return the (2xx) response, unread. Counts it."""
+        name, query = address.get("name"), address.get("query")
         if call not in _DECLARED:
             raise CallNotDeclared(f"{call} is not in leoflow.kube.calls")
         named = call.verb in _NAMED or "/" in call.resource
@@ -307,7 +320,7 @@ class KubeClient:
                 _METHOD[call.verb],
                 query_params=list(query.items()) if query else None,
                 header_params={"Accept": "application/json"},
-                body=body,
+                body=address.get("body"),
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _request_timeout=client_timeout or REQUEST_TIMEOUT,
@@ -324,15 +337,9 @@ class KubeClient:
         return response  # type: ignore[no-any-return]
 
     async def _json(
-        self,
-        call: ApiCall,
-        component: Component,
-        *,
-        name: str | None = None,
-        query: Mapping[str, str] | None = None,
-        body: JsonObj | None = None,
+        self, call: ApiCall, component: Component, **address: Unpack[_Address]
     ) -> JsonObj:
-        response = await self._send(call, component, name=name, query=query, body=body)
+        response = await self._send(call, component, **address)
         async with response:
             raw = await _read(response)
         try:
@@ -346,7 +353,7 @@ class KubeClient:
 
 async def _read(response: aiohttp.ClientResponse) -> bytes:
     try:
-        return await response.read()  # type: ignore[no-any-return]
+        return await response.read()
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise KubeUnavailable(0, type(exc).__name__, f"reading the answer failed: {exc}") from exc
 
@@ -355,7 +362,7 @@ def _default_kubeconfig() -> str:
     return os.path.expanduser("~/.kube/config")
 
 
-async def load_configuration() -> Any:
+async def load_configuration() -> k8s.Configuration:
     """In-cluster config if ``KUBERNETES_SERVICE_HOST`` is set, else the kubeconfig."""
     configuration = k8s.Configuration()
     if os.environ.get("KUBERNETES_SERVICE_HOST"):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from leoflow.kube.objects import JsonObj
 
 
 class KubeError(Exception):
@@ -14,7 +15,7 @@ class KubeError(Exception):
         status: int,
         reason: str,
         message: str,
-        body: dict[str, Any] | None = None,
+        body: JsonObj | None = None,
         retry_after: float | None = None,
     ) -> None:
         super().__init__(f"{status} {reason}: {message}" if status else message)
@@ -70,7 +71,7 @@ def _seconds(value: object) -> float | None:
 
 def error_from_response(status: int, raw: bytes, retry_after: str | None = None) -> KubeError:
     """The exception for a non-2xx answer, from its ``Status`` body when it has one."""
-    body: dict[str, Any] = {}
+    body: JsonObj = {}
     try:
         parsed = json.loads(raw) if raw else {}
         if isinstance(parsed, dict):
@@ -89,7 +90,7 @@ def error_from_response(status: int, raw: bytes, retry_after: str | None = None)
 
 
 def error_for_status(
-    status: int, reason: str, message: str, body: dict[str, Any] | None = None
+    status: int, reason: str, message: str, body: JsonObj | None = None
 ) -> KubeError:
     cls: type[KubeError]
     if status == 404:

@@ -21,35 +21,35 @@
   terminal, each pod deleted once.
 
 apiserver cost is O(1) in running tasks: one watch, plus creates and deletes.
+
+Collaborators, a file each: ``tries`` (the tries in flight), ``liveness`` (what the
+reaper concludes), ``pod_writes`` (creates and deletes through outages), ``pod_gc``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
 from leoflow.domain.execution import (
     Attempt,
     Launch,
     LaunchError,
-    LaunchWaiting,
     LogData,
     Report,
     TaskFinished,
 )
 from leoflow.kube.client import KubeClient
-from leoflow.kube.errors import AlreadyExists, KubeError
-from leoflow.kube.metrics import APISERVER_UNREACHABLE, CALL_RETRIES, LAUNCHES_WAITING
+from leoflow.kube.errors import KubeError
+from leoflow.kube.liveness import absence_outcome, pending_outcome
 from leoflow.kube.pod import PodBuildError, build_pod, pod_name
-from leoflow.kube.podcache import Backoff, PodCache
+from leoflow.kube.pod_gc import PodGc
+from leoflow.kube.pod_writes import PodWrites
+from leoflow.kube.podcache import PodCache
 from leoflow.kube.records import (
     Outcome,
     PodRecord,
@@ -57,51 +57,10 @@ from leoflow.kube.records import (
     terminal_outcome,
     waiting_outcome,
 )
+from leoflow.kube.tries import AGENT_COULD_NOT_REPORT, Key, Tries, Try, fmt_seconds
 from leoflow.settings import Settings
 
 log = logging.getLogger("leoflow.kube.executor")
-
-Key = tuple[int, int]
-# GC tries a pod again every GC_RETRY seconds until the apiserver answers.
-GC_RETRY = 30.0
-# The first retry of a create or delete waits about this long; later ones double,
-# up to ``kube_retry_cap``.
-RETRY_BASE = 0.2
-
-
-# `leoflow agent` exit codes that mean it could not reach or use the control plane:
-# 3 unreachable, 4 ticket or session refused, 5 task setup failed.
-AGENT_COULD_NOT_REPORT = frozenset({3, 4, 5})
-
-
-@dataclass(eq=False)
-class _Try:
-    """A try this executor launched or adopted and has not reported on yet."""
-
-    key: Key
-    name: str
-    launched_at: float
-    grace: int | None = None
-    # False until the apiserver acknowledged the create: no absence clock before that.
-    created: bool = True
-    cancelled: str | None = None
-    absent_since: float | None = None
-    finishing: bool = False
-    timer: asyncio.TimerHandle | None = None
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds:.0f}s" if seconds >= 10 else f"{seconds:.1f}s"
-
-
-def _why_retry(exc: KubeError) -> str:
-    if exc.status == 0:
-        return "unreachable"
-    return "throttled" if exc.status == 429 else "server_error"
-
-
-def _hhmmss(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%H:%M:%S")
 
 
 class KubernetesExecutor:
@@ -131,20 +90,22 @@ class KubernetesExecutor:
         self._backoff = (backoff_base, backoff_cap)
         self.cache: PodCache | None = None
         self._report: Report | None = None
-        self._tries: dict[Key, _Try] = {}
-        self._by_name: dict[str, _Try] = {}
-        self._gc_heap: list[tuple[float, str, str]] = []  # (due, uid, name)
-        self._gc_scheduled: set[str] = set()  # uids: each pod deleted by GC once
-        self._gc_wakeup = asyncio.Event()
+        self._tries = Tries()
+        self._gc = PodGc(settings.pod_gc_age, clock)
+        self._writes = PodWrites(settings, lambda: self.client, lambda: self._report, clock)
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: set[asyncio.TimerHandle] = set()
-        self._deletes: set[asyncio.Task[Any]] = set()
-        # The latest pods GC deleted, by name (bounded: tests read it).
-        self.gc_deleted: deque[str] = deque(maxlen=10_000)
-        # Since when the apiserver has given no useful answer to our writes (None: it
-        # answers); shared by every call, so `why` names when the outage began.
-        self.unreachable_since: float | None = None
-        self._waiting: set[Key] = set()
+        self._deletes: set[asyncio.Task[object]] = set()
+
+    @property
+    def gc_deleted(self) -> deque[str]:
+        """The latest pods GC deleted, by name (bounded)."""
+        return self._gc.deleted
+
+    @property
+    def unreachable_since(self) -> float | None:
+        """Since when the apiserver has given no useful answer to our writes."""
+        return self._writes.unreachable_since
 
     @classmethod
     async def from_settings(cls, settings: Settings) -> KubernetesExecutor:
@@ -170,14 +131,16 @@ class KubernetesExecutor:
         self.cache.start()
         self._tasks = [
             asyncio.create_task(self._reap_loop(), name="leoflow-kube-reaper"),
-            asyncio.create_task(self._gc_loop(), name="leoflow-kube-gc"),
+            asyncio.create_task(
+                self._gc.run(self._cached, self._gc_delete), name="leoflow-kube-gc"
+            ),
         ]
 
     async def stop(self) -> None:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
-        tasks: list[asyncio.Task[Any]] = [*self._tasks, *self._deletes]
+        tasks: list[asyncio.Task[object]] = [*self._tasks, *self._deletes]
         self._tasks = []
         for task in tasks:
             task.cancel()
@@ -201,18 +164,18 @@ class KubernetesExecutor:
         assert self.client is not None, "start() first"
         key = (launch.ti_pk, launch.try_number)
         name = pod["metadata"]["name"]
-        tracked = _Try(
+        tracked = Try(
             key,
             name,
             self._clock(),
             grace=launch.spec.execution.termination_grace_period_seconds,
             created=False,
         )
-        self._track(tracked)
+        self._tries.track(tracked)
         try:
-            await self._create(pod, tracked)
+            await self._writes.create(pod, tracked)
         except BaseException:
-            self._untrack(tracked)
+            self._tries.untrack(tracked)
             raise
         # The pod exists from here: its pending and absence clocks start now.
         tracked.created = True
@@ -223,12 +186,12 @@ class KubernetesExecutor:
             self._examine(tracked, record)
 
     async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
-        tracked = self._tries.get((ti_pk, try_number))
+        tracked = self._tries.by_key.get((ti_pk, try_number))
         if tracked is not None:
             tracked.cancelled = reason or "cancelled"
             if not tracked.created:
                 return  # the create loop sees it and stops before a pod exists
-            await self._delete_retrying(
+            await self._writes.delete_retrying(
                 tracked.name, grace=tracked.grace, uid=None, component="dispatch"
             )
             return
@@ -238,7 +201,7 @@ class KubernetesExecutor:
             return
         for record in self.cache.pods():
             if record.key == (ti_pk, try_number) and not record.terminal and not record.deleting:
-                await self._delete_retrying(
+                await self._writes.delete_retrying(
                     record.name, grace=None, uid=record.uid, component="dispatch"
                 )
 
@@ -249,7 +212,7 @@ class KubernetesExecutor:
         finished meanwhile is adopted too and its outcome reported at once from the
         pod's status, so the scheduler applies it instead of retrying the try. If
         the cache cannot sync in time every try is adopted: judging them absent from
-        a cache that is not synced would be exactly the mistake DESIGN §7 forbids;
+        a cache that is not synced is what the pod cache's contract forbids;
         the reaper judges them once it syncs.
         """
         assert self.cache is not None, "start() first"
@@ -263,8 +226,8 @@ class KubernetesExecutor:
             if synced and record is None:
                 continue
             created = parse_time(record.creation_timestamp) if record is not None else None
-            tracked = _Try(key, name, min(created or now, now))
-            self._track(tracked)
+            tracked = Try(key, name, min(created or now, now))
+            self._tries.track(tracked)
             alive.add(key)
             if record is not None:
                 if record.terminal:
@@ -274,25 +237,28 @@ class KubernetesExecutor:
         if not synced:
             log.warning(
                 "the pod cache did not sync within %s; adopting all %d tries until it does",
-                _fmt(self.adopt_timeout),
+                fmt_seconds(self.adopt_timeout),
                 len(attempts),
             )
         return alive
+
+    def _cached(self, name: str) -> PodRecord | None:
+        return self.cache.get(name) if self.cache is not None else None
 
     # ---- cache events ------------------------------------------------------------------
 
     def _on_change(self, old: PodRecord | None, new: PodRecord | None) -> None:
         if new is None:
             if old is not None:
-                self._gc_scheduled.discard(old.uid)
+                self._gc.forget(old.uid)
             return
         if new.terminal and not new.deleting:
-            self._schedule_gc(new)
-        tracked = self._by_name.get(new.name)
+            self._gc.schedule(new)
+        tracked = self._tries.by_name.get(new.name)
         if tracked is not None:
             self._examine(tracked, new)
 
-    def _examine(self, tracked: _Try, record: PodRecord) -> None:
+    def _examine(self, tracked: Try, record: PodRecord) -> None:
         if tracked.finishing:
             return
         tracked.absent_since = None
@@ -311,7 +277,7 @@ class KubernetesExecutor:
             self._finish(tracked, stuck)
             self._spawn_delete(record.name, grace=0, uid=record.uid)
 
-    def _finish_later(self, tracked: _Try, outcome: Outcome) -> None:
+    def _finish_later(self, tracked: Try, outcome: Outcome) -> None:
         if tracked.timer is not None:
             self._timers.discard(tracked.timer)
         if outcome.exit_code in AGENT_COULD_NOT_REPORT:
@@ -323,7 +289,7 @@ class KubernetesExecutor:
             return
         self._finish(tracked, outcome)
 
-    async def _finish_with_container_log(self, tracked: _Try, outcome: Outcome) -> None:
+    async def _finish_with_container_log(self, tracked: Try, outcome: Outcome) -> None:
         try:
             assert self.client is not None
             text = await self.client.read_pod_log(tracked.name, tail_lines=200)
@@ -334,9 +300,9 @@ class KubernetesExecutor:
             self._report(LogData(tracked.key[0], tracked.key[1], (header + text).encode()))
         self._finish(tracked, outcome)
 
-    def _finish(self, tracked: _Try, outcome: Outcome) -> None:
+    def _finish(self, tracked: Try, outcome: Outcome) -> None:
         tracked.finishing = True
-        self._untrack(tracked)
+        self._tries.untrack(tracked)
         if self._report is None:
             return
         self._report(
@@ -367,8 +333,7 @@ class KubernetesExecutor:
             return
         now = self._clock()
         synced = cache.synced
-        settings = self.settings
-        for tracked in list(self._tries.values()):
+        for tracked in list(self._tries.by_key.values()):
             if tracked.finishing or not tracked.created:
                 continue
             record = cache.get(tracked.name)
@@ -382,249 +347,27 @@ class KubernetesExecutor:
                 # Only what the cache heard after the absence began counts: a watch
                 # that has brought nothing (not even a bookmark) since says nothing.
                 absent = min(now, cache.heard_at) - tracked.absent_since
-                if tracked.cancelled is not None and absent >= min(
-                    self.agent_grace, settings.pod_lost_grace
-                ):
-                    self._finish(
-                        tracked,
-                        Outcome(
-                            "cancelled",
-                            None,
-                            f"cancelled ({tracked.cancelled}); the pod {tracked.name} was deleted",
-                        ),
-                    )
-                elif absent > settings.pod_lost_grace:
-                    self._finish(
-                        tracked,
-                        Outcome(
-                            "lost",
-                            None,
-                            f"the task's pod {tracked.name} disappeared without its agent "
-                            f"reporting (absent from the synced pod cache for {_fmt(absent)}, "
-                            f"grace pod_lost_grace {_fmt(settings.pod_lost_grace)}): its node "
-                            "may have gone, or something else deleted the pod",
-                        ),
-                    )
+                outcome = absence_outcome(tracked, absent, self.settings, self.agent_grace)
+                if outcome is not None:
+                    self._finish(tracked, outcome)
                 continue
             tracked.absent_since = None
-            pending = now - tracked.launched_at
-            if (
-                record.phase == "Pending"
-                and not record.deleting
-                and pending > settings.pod_pending_timeout
-            ):
-                why = record.waiting_reason or record.scheduling_message or "not scheduled"
-                if record.waiting_message:
-                    why += f": {record.waiting_message}"
-                self._finish(
-                    tracked,
-                    Outcome(
-                        "pending_timeout",
-                        None,
-                        f"the task's pod stayed Pending for {_fmt(pending)} (limit "
-                        f"pod_pending_timeout {_fmt(settings.pod_pending_timeout)}): {why}; "
-                        "the pod was deleted",
-                    ),
-                )
+            stuck = pending_outcome(record, now - tracked.launched_at, self.settings)
+            if stuck is not None:
+                self._finish(tracked, stuck)
                 self._spawn_delete(record.name, grace=0, uid=record.uid)
 
-    # ---- GC --------------------------------------------------------------------------------
+    # ---- deletes ---------------------------------------------------------------------------
 
-    def _schedule_gc(self, record: PodRecord) -> None:
-        if record.uid in self._gc_scheduled:
-            return
-        self._gc_scheduled.add(record.uid)
-        now = self._clock()
-        finished = parse_time(record.finished_at)
-        base = min(finished, now) if finished is not None else now
-        heapq.heappush(self._gc_heap, (base + self.settings.pod_gc_age, record.uid, record.name))
-        self._gc_wakeup.set()
-
-    async def _gc_loop(self) -> None:
-        while True:
-            self._gc_wakeup.clear()
-            now = self._clock()
-            due: list[tuple[str, str]] = []
-            while self._gc_heap and self._gc_heap[0][0] <= now:
-                _, uid, name = heapq.heappop(self._gc_heap)
-                due.append((uid, name))
-            for uid, name in due:
-                record = self.cache.get(name) if self.cache is not None else None
-                if record is None or record.uid != uid or record.deleting:
-                    continue  # gone already, or someone is deleting it
-                done = await self._delete(name, uid=uid, component="gc")
-                if done:
-                    self.gc_deleted.append(name)
-                elif done is None:  # no answer: try again later, still once at most
-                    retry = self._clock() + min(GC_RETRY, max(self.settings.pod_gc_age, 1.0))
-                    heapq.heappush(self._gc_heap, (retry, uid, name))
-            wait = self._gc_heap[0][0] - self._clock() if self._gc_heap else None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._gc_wakeup.wait(), wait)
-
-    # ---- apiserver writes --------------------------------------------------------------------
-
-    async def _create(self, pod: dict[str, object], tracked: _Try) -> None:
-        """Create the pod, riding out an apiserver that does not answer.
-
-        The try stays queued meanwhile and keeps its admission slot: the slot is
-        what the try will use the moment the apiserver is back, and handing it on
-        would only start another DAG's launch that cannot reach the apiserver
-        either; holding it keeps admission's accounting unchanged and the number
-        of creates at recovery bounded by the slots (no thundering herd past
-        parallelism), and the token bucket paces even those.
-        """
-        assert self.client is not None
-        window = self.settings.kube_outage_window
-        backoff = Backoff(RETRY_BASE, self.settings.kube_retry_cap)
-        first_failure: float | None = None
-        try:
-            while True:
-                if tracked.cancelled is not None:
-                    raise LaunchError(
-                        f"cancelled ({tracked.cancelled}) before the task's pod was created"
-                    )
-                try:
-                    await self.client.create_pod(pod)
-                except AlreadyExists:
-                    pass  # launched already (a retry, or a restart): never a second pod
-                except KubeError as exc:
-                    if not exc.retryable:
-                        self._answered()
-                        raise LaunchError(f"the apiserver refused the task's pod: {exc}") from exc
-                    now = self._clock()
-                    since = self._unanswered()
-                    if first_failure is None:
-                        first_failure = now
-                        self._note_waiting(tracked, since)
-                    waited = now - first_failure
-                    if waited >= window:
-                        raise LaunchError(
-                            f"creating the task's pod failed: the apiserver gave no useful "
-                            f"answer for {_fmt(waited)} (kube_outage_window {_fmt(window)}); "
-                            f"last: {exc}"
-                        ) from exc
-                    CALL_RETRIES.labels("create_pod", _why_retry(exc)).inc()
-                    delay = min(max(backoff.next(), exc.retry_after or 0.0), window - waited)
-                    log.warning(
-                        "creating pod %s: %s; trying again in %.1fs", tracked.name, exc, delay
-                    )
-                    await asyncio.sleep(delay)
-                    continue
-                self._answered()
-                return
-        finally:
-            if first_failure is not None:
-                self._note_waiting(tracked, None)
-
-    def _unanswered(self) -> float:
-        if self.unreachable_since is None:
-            self.unreachable_since = self._clock()
-            APISERVER_UNREACHABLE.set(1)
-        return self.unreachable_since
-
-    def _answered(self) -> None:
-        if self.unreachable_since is not None:
-            self.unreachable_since = None
-            APISERVER_UNREACHABLE.set(0)
-
-    def _note_waiting(self, tracked: _Try, since: float | None) -> None:
-        """Tell the scheduler why the try waits (``since`` None: it no longer does)."""
-        if since is None:
-            self._waiting.discard(tracked.key)
-        else:
-            self._waiting.add(tracked.key)
-        LAUNCHES_WAITING.set(len(self._waiting))
-        if self._report is None:
-            return
-        message = None
-        if since is not None:
-            message = (
-                f"apiserver unreachable since {_hhmmss(since)} UTC; retrying (the try fails "
-                f"if it lasts kube_outage_window {_fmt(self.settings.kube_outage_window)})"
-            )
-        self._report(
-            LaunchWaiting(
-                tracked.key[0],
-                tracked.key[1],
-                "apiserver_unreachable" if since is not None else None,
-                message,
-                self._clock(),
-            )
-        )
-
-    async def _delete(
-        self,
-        name: str,
-        *,
-        grace: int | None = None,
-        uid: str | None = None,
-        component: str = "gc",
-    ) -> bool | None:
-        """True: deleted; False: gone already (404) or another pod by now (409);
-        None: it failed and may be worth trying again."""
-        if self.client is None:
-            return None
-        try:
-            deleted = await self.client.delete_pod(
-                name,
-                grace_seconds=grace,
-                uid=uid,
-                component="dispatch" if component == "dispatch" else "gc",
-            )
-        except KubeError as exc:
-            if exc.status == 409:  # the uid precondition: a different pod by now
-                self._answered()
-                return False
-            if exc.retryable:
-                self._unanswered()
-                CALL_RETRIES.labels("delete_pod", _why_retry(exc)).inc()
-            log.warning("deleting pod %s failed: %s", name, exc)
-            return None
-        self._answered()
-        return deleted
-
-    async def _delete_retrying(
-        self, name: str, *, grace: int | None, uid: str | None, component: str = "gc"
-    ) -> bool:
-        """Delete, trying again through an outage for up to ``kube_outage_window``."""
-        backoff = Backoff(RETRY_BASE, self.settings.kube_retry_cap)
-        deadline = self._clock() + self.settings.kube_outage_window
-        while True:
-            done = await self._delete(name, grace=grace, uid=uid, component=component)
-            if done is not None:
-                return done
-            left = deadline - self._clock()
-            if left <= 0:
-                log.error(
-                    "deleting pod %s: no answer within kube_outage_window %s; giving up",
-                    name,
-                    _fmt(self.settings.kube_outage_window),
-                )
-                return False
-            await asyncio.sleep(min(backoff.next(), left))
+    async def _gc_delete(self, name: str, uid: str) -> bool | None:
+        return await self._writes.delete(name, uid=uid, component="gc")
 
     def _spawn_delete(self, name: str, *, grace: int | None, uid: str | None) -> None:
         if uid is not None:
-            self._gc_scheduled.add(uid)  # GC must not delete it a second time
-        task = asyncio.create_task(self._delete_retrying(name, grace=grace, uid=uid))
+            self._gc.claim(uid)  # GC must not delete it a second time
+        task = asyncio.create_task(self._writes.delete_retrying(name, grace=grace, uid=uid))
         self._deletes.add(task)
         task.add_done_callback(self._deletes.discard)
-
-    # ---- bookkeeping -------------------------------------------------------------------------
-
-    def _track(self, tracked: _Try) -> None:
-        previous = self._tries.get(tracked.key)
-        if previous is not None:
-            self._untrack(previous)
-        self._tries[tracked.key] = tracked
-        self._by_name[tracked.name] = tracked
-
-    def _untrack(self, tracked: _Try) -> None:
-        if self._tries.get(tracked.key) is tracked:
-            del self._tries[tracked.key]
-        if self._by_name.get(tracked.name) is tracked:
-            del self._by_name[tracked.name]
 
     @property
     def in_flight(self) -> int:

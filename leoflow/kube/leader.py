@@ -25,7 +25,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client import Counter
 
@@ -33,6 +32,7 @@ from leoflow.aio.office import LeaseLoop
 from leoflow.domain.leadership import check_timings
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import Conflict, KubeError
+from leoflow.kube.objects import JsonObj
 
 log = logging.getLogger("leoflow.kube.leader")
 
@@ -76,13 +76,13 @@ class LeaderElector(LeaseLoop):
         super().__init__(f"the lease {config.lease_name}", **clocks)
         self.client = client
         self.config: ElectionConfig = config
-        self._observed: tuple[Any, ...] | None = None
+        self._observed: tuple[object, ...] | None = None
         self._observed_duration = config.lease_duration
-        self._lease: dict[str, Any] | None = None
+        self._lease: JsonObj | None = None
 
     # --------------------------------------------------------------- the record
 
-    def _spec(self, acquire: bool, previous: dict[str, Any] | None) -> dict[str, Any]:
+    def _spec(self, acquire: bool, previous: JsonObj | None) -> JsonObj:
         now = _micro_time(self._wall())
         old = (previous or {}).get("spec", {})
         transitions = int(old.get("leaseTransitions") or 0)
@@ -96,7 +96,7 @@ class LeaderElector(LeaseLoop):
             "leaseTransitions": transitions,
         }
 
-    def _observe(self, lease: dict[str, Any]) -> None:
+    def _observe(self, lease: JsonObj) -> None:
         spec = lease.get("spec", {})
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
         if record != self._observed:

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the Kubernetes adapter (DESIGN §10)."""
+"""Prometheus metrics of the Kubernetes adapter."""
 
 from __future__ import annotations
 

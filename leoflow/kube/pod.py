@@ -1,4 +1,4 @@
-"""The task pod, built by one pure function (DESIGN §7).
+"""The task pod, built by one pure function (docs/ARCHITECTURE.md, Kubernetes).
 
 ``build_pod`` returns the wire JSON of the pod as a plain dict. The defaults pass Pod
 Security Admission ``restricted``; Kubernetes fields a DAG declares under
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 
-from leoflow.domain.dag import ResourceAmounts, TaskSpec
+from leoflow.domain.dag import ResourceAmounts, TaskSpec, Toleration
 from leoflow.domain.execution import Launch
+from leoflow.kube.objects import JsonObj
 from leoflow.settings import Settings
-
-JsonObj = dict[str, Any]
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "leoflow"
@@ -109,38 +107,36 @@ def _check_allowed(launch: Launch, allowed: frozenset[str]) -> None:
         )
 
 
-def _toleration(t: Any) -> JsonObj:
-    out: JsonObj = {}
-    if t.key is not None:
-        out["key"] = t.key
-    out["operator"] = t.operator
-    if t.value is not None:
-        out["value"] = t.value
-    if t.effect is not None:
-        out["effect"] = t.effect
-    if t.toleration_seconds is not None:
-        out["tolerationSeconds"] = t.toleration_seconds
-    return out
+def _present(**fields: object) -> JsonObj:
+    """The fields that are set: the manifest leaves out what the DAG left out."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _toleration(t: Toleration) -> JsonObj:
+    fields = t.model_dump(exclude_none=True)
+    if "toleration_seconds" in fields:
+        fields["tolerationSeconds"] = fields.pop("toleration_seconds")
+    return fields
 
 
 def _passthrough(spec: TaskSpec, pod_spec: JsonObj, container: JsonObj) -> None:
     ex = spec.execution
-    if ex.node_selector is not None:
-        pod_spec["nodeSelector"] = dict(ex.node_selector)
-    if ex.tolerations is not None:
-        pod_spec["tolerations"] = [_toleration(t) for t in ex.tolerations]
-    if ex.service_account is not None:
-        pod_spec["serviceAccountName"] = ex.service_account
-    if ex.priority_class_name is not None:
-        pod_spec["priorityClassName"] = ex.priority_class_name
-    if ex.affinity is not None:
-        pod_spec["affinity"] = ex.affinity
-    if ex.topology_spread_constraints is not None:
-        pod_spec["topologySpreadConstraints"] = list(ex.topology_spread_constraints)
-    if ex.termination_grace_period_seconds is not None:
-        pod_spec["terminationGracePeriodSeconds"] = ex.termination_grace_period_seconds
+    tolerations = None if ex.tolerations is None else [_toleration(t) for t in ex.tolerations]
+    pod_spec.update(
+        _present(
+            nodeSelector=None if ex.node_selector is None else dict(ex.node_selector),
+            tolerations=tolerations,
+            serviceAccountName=ex.service_account,
+            priorityClassName=ex.priority_class_name,
+            affinity=ex.affinity,
+            topologySpreadConstraints=None
+            if ex.topology_spread_constraints is None
+            else list(ex.topology_spread_constraints),
+            terminationGracePeriodSeconds=ex.termination_grace_period_seconds,
+            resourceClaims=None if ex.resource_claims is None else list(ex.resource_claims),
+        )
+    )
     if ex.resource_claims is not None:
-        pod_spec["resourceClaims"] = list(ex.resource_claims)
         # A claim reaches a container only when the container names it.
         names = [c["name"] for c in ex.resource_claims if isinstance(c, dict) and "name" in c]
         if names:

@@ -9,7 +9,7 @@ replace → on any other failure back off with jitter and resume.
 while a watch is open. It turns False as soon as the watch breaks and stays False
 until a watch is open again (resumed) or a list has replaced the cache, because
 nothing may be judged lost from a cache that may have missed a deletion or a
-creation (DESIGN §7).
+creation (docs/ARCHITECTURE.md, Kubernetes).
 
 A watch can also die without breaking: the connection stays open and nothing
 arrives, not even the bookmark an apiserver sends about once a minute. A watch
@@ -28,18 +28,17 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import Gone, KubeError
 from leoflow.kube.metrics import CACHE_PODS, CACHE_SYNCED, WATCH_RESTARTS, WATCH_SILENT
+from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import SELECTOR
 from leoflow.kube.records import PodRecord, parse_pod
 
 log = logging.getLogger("leoflow.kube.podcache")
 
 OnChange = Callable[[PodRecord | None, PodRecord | None], None]
-JsonObj = dict[str, Any]
 
 
 class Backoff:

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import CONTAINER, LABEL_TI, LABEL_TRY
-
-JsonObj = dict[str, Any]
 
 OOM_MESSAGE = (
     "out of memory: the kernel killed this task's process. Raise the task's memory limit "
@@ -35,7 +34,7 @@ AGENT_EXIT_CODES = {
 }
 
 
-def _intern(value: Any) -> str | None:
+def _intern(value: object) -> str | None:
     return sys.intern(value) if isinstance(value, str) else None
 
 

@@ -14,7 +14,10 @@ from typing import Any
 pb: Any = importlib.import_module("leoflow.protocol.leoflow.agent.v1.agent_pb2")
 
 SERVICE = "leoflow.agent.v1.Agent"
-METHODS = ("Exchange", "Start", "Heartbeat", "Logs", "Complete", "ResolveSecret")
+# Channel metadata: a random id per agent process, so that a Complete it resends after a
+# broken stream is known as its own (the endpoint answers it as a duplicate).
+AGENT_ID_METADATA = "x-leoflow-agent"
+METHODS = ("Exchange", "Start", "Heartbeat", "Logs", "Complete", "ResolveSecret", "Channel")
 
 
 def method_path(method: str) -> str:
@@ -22,4 +25,4 @@ def method_path(method: str) -> str:
     return f"/{SERVICE}/{method}"
 
 
-__all__ = ["METHODS", "SERVICE", "method_path", "pb"]
+__all__ = ["AGENT_ID_METADATA", "METHODS", "SERVICE", "method_path", "pb"]

@@ -24,6 +24,12 @@ PERMISSION_DENIED rather than FAILED_PRECONDITION for a finished task instance: 
 caller is authenticated but the credential no longer authorizes anything, and the agent
 treats that as final (it stops the command) rather than as a state to wait out.
 
+The same messages also travel as items on the Channel stream (``agent_channel``), one
+per agent process, each item with its own token and its own status in its reply. The
+agent of this release speaks only the Channel; the unary methods stay for one release,
+for agents of the previous one (a task pod started before a rolling upgrade of the
+scheduler, or a DAG whose image pins an older Leoflow).
+
 Requests are deserialized here rather than by gRPC so that garbage gets INVALID_ARGUMENT
 and not gRPC's generic INTERNAL. A refused call writes nothing to the backend. A Logs
 stream writes each chunk as it arrives, so when an agent disconnects mid-stream what
@@ -35,34 +41,56 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Any
 
 import grpc
-from prometheus_client import REGISTRY, Counter
+from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily
 
-from leoflow.domain.credentials import (
-    InvalidToken,
-    SessionClaims,
-    hash_ticket,
-    new_claims,
-    sign_session,
-    verify_session,
-)
+from leoflow.domain.credentials import new_claims, sign_session
 from leoflow.protocol.agent_v1 import SERVICE, pb
+from leoflow.scheduler.agent_backend import (
+    AgentBackend,
+    Outcome,
+    SessionRefused,
+    StartSpec,
+    TaskSession,
+    TicketUse,
+)
+from leoflow.scheduler.agent_channel import ChannelHandler
+from leoflow.scheduler.agent_ops import (
+    MAX_LOG_CHUNK,
+    SECRET_DENIED,
+    TICKET_REPLAYS,
+    AgentOps,
+    Refuse,
+    parse,
+    status_of,
+)
 
 log = logging.getLogger("leoflow.scheduler.agent_endpoint")
-security_log = logging.getLogger("leoflow.security")
+
+__all__ = [
+    "MAX_LOG_CHUNK",
+    "SECRET_DENIED",
+    "TICKET_REPLAYS",
+    "AgentBackend",
+    "AgentEndpoint",
+    "Outcome",
+    "SessionRefused",
+    "StartSpec",
+    "TaskSession",
+    "TicketUse",
+]
 
 
 class _CallCounts:
     """``leoflow_grpc_requests_total{method,code}``, counted in a plain dict.
 
     A prometheus_client Counter takes a lock per increment; on the heartbeat path a
-    dict increment is a tenth of that. Exported by this collector on scrape."""
+    dict increment is a tenth of that. Exported by this collector on scrape. Items on
+    the Channel count as ``Channel.<Method>``."""
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
@@ -80,113 +108,6 @@ class _CallCounts:
 
 GRPC_REQUESTS = _CallCounts()
 REGISTRY.register(GRPC_REQUESTS)
-TICKET_REPLAYS = Counter(
-    "leoflow_agent_ticket_replays", "Agent tickets presented to Exchange a second time."
-)
-SECRET_DENIED = Counter(
-    "leoflow_secret_denied",
-    "ResolveSecret calls for a secret the task did not declare.",
-    ["dag_id", "task_id"],
-)
-
-MAX_LOG_CHUNK = 1024 * 1024
-MAX_TICKET_CHARS = 512
-MAX_SECRET_NAME_CHARS = 253
-MAX_COMPLETE_MESSAGE_CHARS = 64 * 1024
-MAX_START_FIELD_CHARS = 1024
-# Verified tokens, so a heartbeat costs a dict lookup rather than an HMAC and a JSON
-# parse. Bounded; cleared when full (the next calls simply verify again).
-_TOKEN_CACHE_SIZE = 65536
-
-
-@dataclass(frozen=True)
-class TaskSession:
-    ti_pk: int
-    try_number: int
-    dag_id: str
-    run_id: str
-    task_id: str
-    secrets: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class TicketUse:
-    status: Literal["ok", "unknown", "replayed", "expired"]
-    ti_pk: int | None
-    try_number: int | None
-
-
-@dataclass(frozen=True)
-class StartSpec:
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    timeout_seconds: float | None
-
-
-class SessionRefused(Exception):
-    """A backend may raise this from any call when the task instance stopped accepting
-    the session after ``session()`` answered (it turned terminal, another try began).
-    The agent gets PERMISSION_DENIED."""
-
-
-class AgentBackend(Protocol):
-    async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse: ...
-
-    async def session(self, ti_pk: int, try_number: int) -> TaskSession | None:
-        """None: no such task instance, the try is not the current one, or it is terminal."""
-        ...
-
-    async def start(self, s: TaskSession, *, executor_ref: str) -> StartSpec:
-        """Marks the task instance running."""
-        ...
-
-    async def heartbeat(self, s: TaskSession) -> bool:
-        """True: cancellation requested."""
-        ...
-
-    async def append_log(self, s: TaskSession, data: bytes) -> None: ...
-
-    async def complete(
-        self,
-        s: TaskSession,
-        *,
-        exit_code: int,
-        oom_killed: bool,
-        timed_out: bool,
-        message: str,
-        not_started: bool = False,
-    ) -> None:
-        """``not_started``: the agent failed before the command ran; ``message`` says why."""
-        ...
-
-    async def resolve_secret(self, s: TaskSession, name: str) -> str | None:
-        """Only called for declared names; None: it cannot be resolved."""
-        ...
-
-
-class _Refuse(Exception):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
-def _parse(message_type: Any, raw: bytes) -> Any:
-    try:
-        return message_type.FromString(raw)
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise _Refuse(grpc.StatusCode.INVALID_ARGUMENT, "malformed request") from exc
-
-
-def _describe(s: TaskSession) -> str:
-    return f"{s.dag_id}/{s.run_id}/{s.task_id} try {s.try_number} (ti_pk={s.ti_pk})"
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    """An attacker-chosen string made safe for one log line."""
-    return repr(text[:limit]) + ("..." if len(text) > limit else "")
-
 
 Context = Any  # grpc.aio.ServicerContext; grpc ships no type information
 
@@ -204,13 +125,12 @@ class AgentEndpoint:
         sign_session(new_claims(0, 0, now=0.0, ttl=1.0), signing_key)  # rejects weak keys now
         if session_ttl <= 0 or heartbeat_interval <= 0 or max_message_bytes <= 0:
             raise ValueError("session_ttl, heartbeat_interval and max_message_bytes must be > 0")
-        self._backend = backend
-        self._key = signing_key
-        self._ttl = session_ttl
-        self._heartbeat_interval = heartbeat_interval
+        self._ops = AgentOps(
+            backend, signing_key, session_ttl=session_ttl, heartbeat=heartbeat_interval
+        )
+        self._channel = ChannelHandler(self._ops, GRPC_REQUESTS.counts)
         self._max_message_bytes = max_message_bytes
         self._server: grpc.aio.Server | None = None
-        self._tokens: dict[str, SessionClaims] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -248,6 +168,7 @@ class AgentEndpoint:
     async def stop(self, grace: float = 1.0) -> None:
         server, self._server = self._server, None
         if server is not None:
+            await self._channel.stop()
             await server.stop(grace)
 
     # -- plumbing ----------------------------------------------------------------------
@@ -272,6 +193,9 @@ class AgentEndpoint:
         handlers["Logs"] = grpc.stream_unary_rpc_method_handler(
             self._counted("Logs", self._logs), request_deserializer=None, response_serializer=out
         )
+        handlers["Channel"] = grpc.stream_stream_rpc_method_handler(
+            self._channel.serve, request_deserializer=None, response_serializer=None
+        )
         return handlers
 
     def _counted(
@@ -281,219 +205,66 @@ class AgentEndpoint:
         ok = (method, "OK")
         counts.setdefault(ok, 0)
 
-        def count(code: grpc.StatusCode) -> None:
-            # Before the status goes out, so a client that saw it sees it counted.
-            key = (method, code.name)
-            counts[key] = counts.get(key, 0) + 1
-
         async def handler(request: Any, context: Context) -> Any:
             try:
                 response = await fn(request, context)
-            except _Refuse as refusal:
-                count(refusal.code)
-                await context.abort(refusal.code, refusal.details)
-            except SessionRefused as refused:
-                count(grpc.StatusCode.PERMISSION_DENIED)
-                await context.abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    str(refused) or "the task instance no longer accepts this session",
-                )
             except asyncio.CancelledError:
-                count(grpc.StatusCode.CANCELLED)
+                key = (method, "CANCELLED")
+                counts[key] = counts.get(key, 0) + 1
                 raise
             except Exception as exc:
-                if getattr(exc, "unavailable", False):  # the store's database is down
-                    # UNAVAILABLE: nothing was done, so the agent tries the call again.
-                    count(grpc.StatusCode.UNAVAILABLE)
-                    await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-                count(grpc.StatusCode.INTERNAL)
-                log.exception("agent endpoint: %s failed", method)
-                await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+                code, details = status_of(exc, method)
+                # Before the status goes out, so a client that saw it sees it counted.
+                key = (method, code.name)
+                counts[key] = counts.get(key, 0) + 1
+                await context.abort(code, details)
             counts[ok] += 1
             return response
 
         return handler
 
-    async def _authorize(self, context: Context) -> tuple[TaskSession, SessionClaims]:
-        token = None
-        for key, value in context.invocation_metadata() or ():
-            if key == "authorization":
-                token = value
-                break
-        if not isinstance(token, str) or not token.startswith("Bearer "):
-            raise _Refuse(grpc.StatusCode.UNAUTHENTICATED, "missing session token")
-        token = token[7:]
-        now = time.time()
-        claims = self._tokens.get(token)
-        if claims is None:
-            try:
-                claims = verify_session(token, self._key, now)
-            except InvalidToken as exc:
-                raise _Refuse(
-                    grpc.StatusCode.UNAUTHENTICATED, f"invalid session token: {exc.reason}"
-                ) from None
-            if len(self._tokens) >= _TOKEN_CACHE_SIZE:
-                self._tokens.clear()
-            self._tokens[token] = claims
-        elif now >= claims.expires_at:
-            del self._tokens[token]
-            raise _Refuse(grpc.StatusCode.UNAUTHENTICATED, "invalid session token: expired")
-        session = await self._backend.session(claims.ti_pk, claims.try_number)
-        if (
-            session is None
-            or session.ti_pk != claims.ti_pk
-            or session.try_number != claims.try_number
-        ):
-            raise _Refuse(
-                grpc.StatusCode.PERMISSION_DENIED,
-                "this session's task instance is finished, superseded by another try, or gone",
-            )
-        return session, claims
-
-    # -- methods -----------------------------------------------------------------------
+    # -- the unary methods (agents of the previous release) ------------------------------
 
     async def _exchange(self, raw: bytes, context: Context) -> Any:
-        request = _parse(pb.ExchangeRequest, raw)
-        ticket: str = request.ticket
-        if not ticket or len(ticket) > MAX_TICKET_CHARS:
-            raise _Refuse(grpc.StatusCode.INVALID_ARGUMENT, "a ticket is 1 to 512 characters")
-        now = time.time()
-        use = await self._backend.consume_ticket(hash_ticket(ticket), now)
-        if use.status == "replayed":
-            await self._replay_alarm(use, context)
-        if use.status == "unknown":
-            raise _Refuse(grpc.StatusCode.UNAUTHENTICATED, "unknown ticket")
-        if use.status == "expired":
-            raise _Refuse(grpc.StatusCode.UNAUTHENTICATED, "ticket expired")
-        if use.status != "ok" or use.ti_pk is None or use.try_number is None:
-            raise RuntimeError(f"consume_ticket returned {use!r}")
-        session = await self._backend.session(use.ti_pk, use.try_number)
-        if session is None:
-            raise _Refuse(
-                grpc.StatusCode.PERMISSION_DENIED,
-                "the ticket's task instance is finished, superseded by another try, or gone",
-            )
-        claims = new_claims(session.ti_pk, session.try_number, now=now, ttl=self._ttl)
-        token = sign_session(claims, self._key)
-        return pb.ExchangeResponse(
-            session_token=token,
-            dag_id=session.dag_id,
-            run_id=session.run_id,
-            task_id=session.task_id,
-            try_number=session.try_number,
-            heartbeat_interval_seconds=self._heartbeat_interval,
-        )
-
-    async def _replay_alarm(self, use: TicketUse, context: Context) -> NoReturn:
-        TICKET_REPLAYS.inc()
-        task = f"ti_pk={use.ti_pk} try {use.try_number}"
-        if use.ti_pk is not None and use.try_number is not None:
-            session = await self._backend.session(use.ti_pk, use.try_number)
-            if session is not None:
-                task = _describe(session)
-        security_log.warning(
-            "SECURITY: ticket replayed: a second Exchange of the ticket of task %s from %s; "
-            "the ticket may have leaked from the pod spec",
-            task,
-            context.peer(),
-        )
-        raise _Refuse(grpc.StatusCode.PERMISSION_DENIED, "ticket already used")
+        return await self._ops.exchange(parse(pb.ExchangeRequest, raw), context.peer())
 
     async def _start(self, raw: bytes, context: Context) -> Any:
-        request = _parse(pb.StartRequest, raw)
-        if any(
-            len(field) > MAX_START_FIELD_CHARS
-            for field in (request.pod_name, request.pod_uid, request.hostname)
-        ):
-            raise _Refuse(grpc.StatusCode.INVALID_ARGUMENT, "a Start field is too long")
-        session, _ = await self._authorize(context)
-        spec = await self._backend.start(session, executor_ref=_executor_ref(request))
-        return pb.StartResponse(
-            argv=spec.argv,
-            env=spec.env,
-            cwd=spec.cwd,
-            timeout_seconds=spec.timeout_seconds or 0.0,
-            secret_names=session.secrets,
-        )
+        return await self._ops.start(_token(context), parse(pb.StartRequest, raw))
 
     async def _heartbeat(self, raw: bytes, context: Context) -> Any:
-        _parse(pb.HeartbeatRequest, raw)
-        session, claims = await self._authorize(context)
-        cancel = await self._backend.heartbeat(session)
-        response = pb.HeartbeatResponse(
-            cancel_requested=cancel, reason="cancellation requested" if cancel else ""
-        )
-        now = time.time()
-        if claims.expires_at - now < self._ttl / 2:
-            response.session_token = sign_session(
-                new_claims(claims.ti_pk, claims.try_number, now=now, ttl=self._ttl), self._key
-            )
-        return response
+        parse(pb.HeartbeatRequest, raw)
+        return await self._ops.heartbeat(_token(context))
 
     async def _logs(self, requests: AsyncIterator[bytes], context: Context) -> Any:
         try:
             return await self._logs_checked(requests, context)
-        except _Refuse:
+        except Refuse:
             await _drain(requests)
             raise
 
     async def _logs_checked(self, requests: AsyncIterator[bytes], context: Context) -> Any:
-        session, _ = await self._authorize(context)
+        token = _token(context)
+        await self._ops.authorize(token)
         received = 0
-        first = True
         async for raw in requests:
-            chunk = _parse(pb.LogChunk, raw)
-            if chunk.stream not in (pb.LogChunk.STDOUT, pb.LogChunk.STDERR):
-                raise _Refuse(grpc.StatusCode.INVALID_ARGUMENT, "a log chunk names no stream")
-            if len(chunk.data) > MAX_LOG_CHUNK:
-                raise _Refuse(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"a log chunk is at most {MAX_LOG_CHUNK} bytes",
-                )
-            if not first:
-                # The task instance may have turned terminal while the stream was open.
-                session, _ = await self._authorize(context)
-            first = False
-            if chunk.data:
-                await self._backend.append_log(session, chunk.data)
-                received += len(chunk.data)
+            # Each chunk is authorized again: the task may have ended meanwhile.
+            received += await self._ops.append_log(token, parse(pb.LogChunk, raw), at_offset=False)
         return pb.LogsAck(bytes_received=received)
 
     async def _complete(self, raw: bytes, context: Context) -> Any:
-        request = _parse(pb.CompleteRequest, raw)
-        if len(request.message) > MAX_COMPLETE_MESSAGE_CHARS:
-            raise _Refuse(grpc.StatusCode.INVALID_ARGUMENT, "the completion message is too long")
-        session, _ = await self._authorize(context)
-        await self._backend.complete(
-            session,
-            exit_code=request.exit_code,
-            oom_killed=request.oom_killed,
-            timed_out=request.timed_out,
-            message=request.message,
-            not_started=request.not_started,
-        )
-        return pb.CompleteResponse()
+        return await self._ops.complete(_token(context), parse(pb.CompleteRequest, raw))
 
     async def _resolve_secret(self, raw: bytes, context: Context) -> Any:
-        request = _parse(pb.ResolveSecretRequest, raw)
-        name: str = request.name
-        if not name or len(name) > MAX_SECRET_NAME_CHARS:
-            raise _Refuse(grpc.StatusCode.INVALID_ARGUMENT, "a secret name is 1 to 253 characters")
-        session, _ = await self._authorize(context)
-        if name not in session.secrets:
-            SECRET_DENIED.labels(session.dag_id, session.task_id).inc()
-            security_log.warning(
-                "secret denied: task %s asked for secret %s, which it did not declare",
-                _describe(session),
-                _printable(name),
-            )
-            raise _Refuse(
-                grpc.StatusCode.PERMISSION_DENIED, f"secret {name!r} is not declared by this task"
-            )
-        value = await self._backend.resolve_secret(session, name)
-        if value is None:
-            raise _Refuse(grpc.StatusCode.NOT_FOUND, f"secret {name!r} cannot be resolved")
-        return pb.ResolveSecretResponse(value=value)
+        return await self._ops.resolve_secret(_token(context), parse(pb.ResolveSecretRequest, raw))
+
+
+def _token(context: Context) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            if isinstance(value, str) and value.startswith("Bearer "):
+                return value[7:]
+            return None
+    return None
 
 
 # A refused Logs stream reads (and drops) at most this much more before it answers.
@@ -521,13 +292,6 @@ async def _drain(requests: AsyncIterator[bytes]) -> None:
                     return
     except (TimeoutError, grpc.aio.AioRpcError, grpc.RpcError):
         return
-
-
-def _executor_ref(request: Any) -> str:
-    """``pod:<name>[@<uid>]`` for a pod, ``proc:<hostname>:<pid>`` for a Lite agent."""
-    if request.pod_name:
-        return f"pod:{request.pod_name}" + (f"@{request.pod_uid}" if request.pod_uid else "")
-    return f"proc:{request.hostname}:{request.pid}"
 
 
 def _dial_address(listen: str, port: int) -> str:

@@ -15,17 +15,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leoflow.domain.backfill import run_env
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import Executor, TaskFinished, TaskStarted, context_env
 from leoflow.domain.progress import end_of_try
 from leoflow.domain.states import TaskState
-from leoflow.scheduler.agent_endpoint import (
-    AgentEndpoint,
+from leoflow.scheduler.agent_backend import (
+    Outcome,
     SessionRefused,
     StartSpec,
     TaskSession,
     TicketUse,
 )
+from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
 from leoflow.secrets import DirectorySecrets, SecretBackend
 from leoflow.settings import Settings
@@ -35,14 +37,14 @@ from leoflow.store.diskfull import StoreFull
 log = logging.getLogger("leoflow.scheduler.agent")
 
 
-def outcome_of(exit_code: int, oom_killed: bool, timed_out: bool, not_started: bool = False) -> str:
-    if not_started:
+def outcome_of(outcome: Outcome) -> str:
+    if outcome.not_started:
         return "launch_failed"
-    if oom_killed:
+    if outcome.oom_killed:
         return "oom"
-    if timed_out:
+    if outcome.timed_out:
         return "timeout"
-    return "success" if exit_code == 0 else "exit_code"
+    return "success" if outcome.exit_code == 0 else "exit_code"
 
 
 class SchedulerBackend:
@@ -110,7 +112,7 @@ class SchedulerBackend:
                     raise SessionRefused(
                         "the task instance is no longer waiting for this try to start"
                     )
-                return _start_spec(s, local[1])
+                return _start_spec(s, local[1], await self._run_env(s))
         task = await self._task_spec(s.dag_id, s.task_id)
         if task is None:
             raise SessionRefused("the task's DAG no longer defines it")
@@ -125,8 +127,16 @@ class SchedulerBackend:
             executor_ref=executor_ref,
         )
         if not started:
-            raise SessionRefused("the task instance is no longer waiting for this try to start")
-        return _start_spec(s, task)
+            row = await self._store.get_task_instance(s.ti_pk)
+            resent = (
+                row is not None
+                and row.try_number == s.try_number
+                and row.state is TaskState.RUNNING
+                and row.executor_ref == executor_ref
+            )
+            if not resent:  # a Start resent after a lost reply finds its own try running
+                raise SessionRefused("the task instance is no longer waiting for this try to start")
+        return _start_spec(s, task, await self._run_env(s))
 
     async def heartbeat(self, s: TaskSession) -> bool:
         scheduler = self._scheduler()
@@ -140,36 +150,25 @@ class SchedulerBackend:
         except StoreFull as exc:  # the disk is full and Leoflow is stopping
             raise SessionRefused(f"Leoflow is stopping; output not written: {exc}") from exc
 
-    async def complete(
-        self,
-        s: TaskSession,
-        *,
-        exit_code: int,
-        oom_killed: bool,
-        timed_out: bool,
-        message: str,
-        not_started: bool = False,
-    ) -> None:
+    async def log_size(self, s: TaskSession) -> int:
+        return await self._store.log_size(s.ti_pk, s.try_number)
+
+    async def complete(self, s: TaskSession, outcome: Outcome) -> None:
         now = self._clock()
-        reason = outcome_of(exit_code, oom_killed, timed_out, not_started)
+        reason = outcome_of(outcome)
+        code, message = outcome.exit_code, outcome.message
         local = self._local(s.ti_pk)
         if local is not None and await self._submit(
-            local[0], TaskFinished(s.ti_pk, s.try_number, exit_code, reason, message, now)
+            local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now)
         ):
             return
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
             raise SessionRefused("the task instance no longer accepts this try's outcome")
         task = await self._task_spec(s.dag_id, s.task_id)
-        new, fields = end_of_try(
-            reason,
-            try_number=row.try_number,
-            max_tries=row.max_tries,
-            retry_delay=task.retry_delay if task is not None else 0.0,
-            exit_code=exit_code,
-            message=message,
-            at=now,
-        )
+        tries: dict[str, Any] = {"try_number": row.try_number, "max_tries": row.max_tries}
+        tries["retry_delay"] = task.retry_delay if task is not None else 0.0
+        new, fields = end_of_try(reason, exit_code=code, message=message, at=now, **tries)
         done = await self._store.transition_task(
             s.ti_pk, row.state, new, epoch=None, expected_try=s.try_number, **fields
         )
@@ -191,6 +190,19 @@ class SchedulerBackend:
             return False  # it left office (Pro): the store path records it
         return True
 
+    async def _run_env(self, s: TaskSession) -> dict[str, str]:
+        """The run's logical date and data interval, as the task's environment."""
+        scheduler = self._scheduler()
+        ti = scheduler.task(s.ti_pk) if scheduler is not None else None
+        run = scheduler.run_of(ti) if scheduler is not None and ti is not None else None
+        if run is not None:
+            return run_env(run.spec, run.logical_date)
+        row = await self._store.find_run(s.dag_id, s.run_id)
+        cached = self._specs.get(s.dag_id)
+        if row is None or row.logical_date is None or cached is None:
+            return {}
+        return run_env(cached[1], row.logical_date)
+
     async def _task_spec(self, dag_id: str, task_id: str) -> TaskSpec | None:
         dag = await self._store.get_dag(dag_id)
         if dag is None:
@@ -205,8 +217,8 @@ class SchedulerBackend:
 _LIVE = (TaskState.QUEUED, TaskState.RUNNING)
 
 
-def _start_spec(s: TaskSession, spec: TaskSpec) -> StartSpec:
-    env = {**spec.env, **context_env(s.dag_id, s.run_id, s.task_id, s.try_number)}
+def _start_spec(s: TaskSession, spec: TaskSpec, run: dict[str, str]) -> StartSpec:
+    env = {**spec.env, **run, **context_env(s.dag_id, s.run_id, s.task_id, s.try_number)}
     return StartSpec(argv=spec.argv(), env=env, cwd="", timeout_seconds=spec.timeout)
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from leoflow.domain.admission import Admission, Candidate, WaitReason
+from leoflow.domain.backfill import run_env
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.durations import format_duration
@@ -40,8 +41,11 @@ from leoflow.domain.progress import end_of_try, evaluate, final_state, waiting_o
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.scheduler import metrics
+from leoflow.scheduler.backfills import BackfillDriver
+from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.scheduler.notifications import Notifications
 from leoflow.scheduler.retention import Retention
 from leoflow.store import Store
 from leoflow.store.errors import RunExists, StaleEpoch
@@ -135,6 +139,10 @@ class Scheduler:
         # The tries that were live when stop() began: their processes are killed, and
         # the next start runs them again.
         self.interrupted: list[TaskMirror] = []
+        self._backfills = BackfillDriver(self)
+        self._deadlines = DeadlineWatch(self)
+        # Webhooks; the runtime gives it the secrets backend (leoflow/lite.py, pro.py).
+        self.notifications = Notifications()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -168,6 +176,7 @@ class Scheduler:
         for task in list(self._background):
             task.cancel()
         await self._logs.stop()
+        await self.notifications.stop()
 
     def register_dags(self, dags: Mapping[str, DagSpec], paused: set[str] | None = None) -> None:
         for dag_id, spec in dags.items():
@@ -376,6 +385,7 @@ class Scheduler:
         if now - self._last_poll >= self.config.poll_interval:
             self._last_poll = now
             await self._poll_store()
+        await self._deadlines.check(now)
         pending, self._events = self._events, []
         self._ticking = pending
         batch = _Batch()
@@ -396,6 +406,7 @@ class Scheduler:
                 self._advance(run, now, batch)
         self._admit(now, batch)
         self._finish_runs(now, batch)
+        deliveries = self.notifications.collect(batch, self.runs, now)
         try:
             await self._flush(batch)
         except BaseException as exc:
@@ -406,6 +417,7 @@ class Scheduler:
         for item in pending:
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
+        self.notifications.emit(deliveries)
         for launch in batch.launches:
             self._spawn(self._launch(launch))
         for ti_pk, try_number, reason in batch.cancels:
@@ -667,6 +679,7 @@ class Scheduler:
             task_id=ti.task_id,
             spec=spec,
             ticket=ticket,
+            env=run_env(run.spec, run.logical_date),
         )
 
     async def _launch(self, launch: Launch) -> None:
@@ -758,6 +771,10 @@ class Scheduler:
             self._by_pk[ti.pk] = ti
         self.admission.set_dag_limit(row.dag_id, spec.max_active_tasks)
         return mirror
+
+    async def reload_run(self, run_pk: int) -> None:
+        """Take the run as the store has it now (a collaborator changed it there)."""
+        await self._reload_run(run_pk)
 
     async def _reload_run(self, run_pk: int) -> None:
         row = await self.store.get_run(run_pk)
@@ -938,6 +955,7 @@ class Scheduler:
             return
         await self._sync_definitions()
         await self._create_due_runs()
+        await self._backfills.advance()
         await self._fold_in_agent_writes()
         rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=10_000)
         active = {row.pk for row in rows}

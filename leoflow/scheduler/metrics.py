@@ -1,4 +1,4 @@
-"""The scheduler's Prometheus metrics (DESIGN §10)."""
+"""The scheduler's Prometheus metrics."""
 
 from __future__ import annotations
 

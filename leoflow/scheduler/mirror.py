@@ -70,6 +70,8 @@ class RunMirror:
     order: tuple[str, ...]
     tasks: dict[str, TaskMirror] = field(default_factory=dict)
     dirty: bool = True
+    logical_date: float | None = None
+    deadline_missed_at: float | None = None
 
     @classmethod
     def build(cls, row: RunRow, spec: DagSpec, tis: list[TaskInstanceRow]) -> RunMirror:
@@ -82,6 +84,8 @@ class RunMirror:
             started_at=row.started_at,
             spec=spec,
             order=topological_order(spec),
+            logical_date=row.logical_date,
+            deadline_missed_at=row.deadline_missed_at,
         )
         for ti in tis:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)

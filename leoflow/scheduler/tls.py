@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import grpc
 
@@ -56,12 +55,12 @@ class ReloadingCertificate:
         self._initial = grpc.ssl_server_certificate_configuration([(key, cert)])
         self.loads = 1
 
-    def credentials(self) -> Any:
+    def credentials(self) -> grpc.ServerCredentials:
         return grpc.dynamic_ssl_server_credentials(
             self._initial, self.fetch, require_client_authentication=False
         )
 
-    def fetch(self) -> Any:
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
         """gRPC's certificate-configuration fetcher: None means "keep the current one"."""
         try:
             stamps = (_stamp(self.cert_file), _stamp(self.key_file))

@@ -4,7 +4,8 @@
 ``store.Store`` is the one class callers use; it is assembled from one record
 module per record type (``dags``, ``runs``, ``tasks``, ``pools``, ``tickets``,
 ``logs``, ``office``, ``retention``) over ``base.StoreBase`` (the runner and the
-fence). An adapter: it imports only the domain below it, never the scheduler, the
+fence). An adapter and the only package that talks SQL (SQLAlchemy Core, aiosqlite,
+asyncpg, Alembic): it imports only the domain below it, never the scheduler, the
 API, the executors or Kubernetes.
 """
 

@@ -36,6 +36,7 @@ class RunRow:
     started_at: float | None
     ended_at: float | None
     message: str | None
+    deadline_missed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,15 +22,16 @@ from leoflow.store.schema import dag_runs, task_instances
 
 RUN_FIELDS = frozenset({"started_at", "ended_at", "message"})
 # manual: triggered; scheduled: cron; local: created and driven by one `leoflow run` process.
-RUN_TYPES = ("manual", "scheduled", "local")
+RUN_TYPES = ("manual", "scheduled", "local", "backfill")
 
 _run = dag_runs.c
 
 
 def _run_row(r: Sequence[Any]) -> RunRow:
     return RunRow(
-        r[0], r[1], r[2], RunState(r[3]), r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10]
-    )
+        r[0], r[1], r[2], RunState(r[3]), r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10],
+        r[11],
+    )  # fmt: skip
 
 
 @functools.cache

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 VERSION_TABLE = "alembic_version"
 
 # SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.
@@ -77,6 +77,8 @@ dag_runs = sa.Table(
     sa.Column("started_at", Time, nullable=True),
     sa.Column("ended_at", Time, nullable=True),
     sa.Column("message", sa.Text, nullable=True),
+    # When the run was found past its DAG's ``deadline`` (migration 0003).
+    sa.Column("deadline_missed_at", Time, nullable=True),
     sa.UniqueConstraint("dag_id", "run_id", name="uq_dag_runs_dag_id_run_id"),
     # Keyset pagination newest-first, overall / per DAG / per state / both.
     sa.Index("ix_dag_runs_dag_id_pk", "dag_id", "pk"),
@@ -152,4 +154,40 @@ log_chunks = sa.Table(
     sa.Column("start", sa.BigInteger, nullable=False),
     sa.Column("size", sa.Integer, nullable=False),
     sa.Column("data", sa.LargeBinary, nullable=False),
+)
+
+# Backfills (migration 0003): one row per backfill, one per cron point it covers.
+# ``run_pk`` is set when the point's run is created (the scheduler creates them
+# as room under the backfill's max_active_runs appears); it is not a foreign key,
+# so pruning old runs leaves the backfill's history readable.
+backfills = sa.Table(
+    "backfills",
+    metadata,
+    sa.Column("pk", PK, primary_key=True, autoincrement=True),
+    sa.Column("dag_id", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("range_start", Time, nullable=False),
+    sa.Column("range_end", Time, nullable=False),
+    sa.Column("reprocess_failed", sa.Boolean, nullable=False),
+    sa.Column("max_active_runs", sa.Integer, nullable=False),
+    sa.Column("created_by", sa.Text, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("ended_at", Time, nullable=True),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Index("ix_backfills_state", "state"),
+    sqlite_autoincrement=True,
+)
+
+backfill_points = sa.Table(
+    "backfill_points",
+    metadata,
+    sa.Column(
+        "backfill_pk",
+        PK,
+        sa.ForeignKey("backfills.pk", ondelete="CASCADE", name="fk_backfill_points_backfill_pk"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    sa.Column("logical_date", Time, primary_key=True, autoincrement=False),
+    sa.Column("run_pk", sa.BigInteger, nullable=True),
 )

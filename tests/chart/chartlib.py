@@ -115,13 +115,15 @@ def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 
 
 def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
-    return workload["spec"]["template"]["spec"]
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
 
 
 def container(workload: dict[str, Any], name: str) -> dict[str, Any]:
     found = [c for c in pod_spec(workload)["containers"] if c["name"] == name]
     assert len(found) == 1, f"{workload['metadata']['name']}: no container {name}"
-    return found[0]
+    chosen: dict[str, Any] = found[0]
+    return chosen
 
 
 def env_of(docs: list[dict[str, Any]], workload: dict[str, Any], name: str) -> dict[str, Any]:

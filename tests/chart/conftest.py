@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chartlib import VARIANTS, helm_path, render_docs
+
+from tests.chart.chartlib import VARIANTS, helm_path, render_docs
 
 
 @pytest.fixture(scope="session")

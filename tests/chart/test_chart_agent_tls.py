@@ -11,7 +11,12 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from chartlib import (
+
+from leoflow.domain.dag import TaskSpec
+from leoflow.domain.execution import Launch
+from leoflow.kube.pod import build_pod
+from leoflow.settings import Settings, load_settings
+from tests.chart.chartlib import (
     AGENT_TLS_EXISTING,
     AGENT_TLS_OFF,
     ALL_TOGGLES,
@@ -28,11 +33,6 @@ from chartlib import (
     render_docs,
     run_helm,
 )
-
-from leoflow.domain.dag import TaskSpec
-from leoflow.domain.execution import Launch
-from leoflow.kube.pod import build_pod
-from leoflow.settings import Settings, load_settings
 from tests.fakekube.psa import restricted_message
 
 Docs = list[dict[str, Any]]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-from chartlib import ALL_TOGGLES, RELEASE_NS, REPO, TASK_NS, of_kind, one, walk
 
 from leoflow.kube.calls import CALLS
+from tests.chart.chartlib import ALL_TOGGLES, RELEASE_NS, REPO, TASK_NS, of_kind, one, walk
 
 SCRIPT = REPO / "scripts" / "rbac_cover.py"
 Docs = list[dict[str, Any]]

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from chartlib import (
+
+from tests.chart.chartlib import (
     ALL_TOGGLES,
     CHART,
     RELEASE_NS,
@@ -200,9 +201,14 @@ def test_chart_env_names_are_settings() -> None:
     """Every LEOFLOW_* name the chart can set is a field of leoflow.settings.Settings."""
     import re
 
+    from pydantic import BaseModel
+
     from leoflow.settings import LeaderElection, Settings, TaskPodSecurity
 
-    nested = {"LEADER_ELECTION": LeaderElection, "TASK_POD_SECURITY": TaskPodSecurity}
+    nested: dict[str, type[BaseModel]] = {
+        "LEADER_ELECTION": LeaderElection,
+        "TASK_POD_SECURITY": TaskPodSecurity,
+    }
     text = "".join(p.read_text() for p in (CHART / "templates").glob("*.yaml"))
     names = set(re.findall(r"LEOFLOW_([A-Z0-9_]+)", text))
     assert names, "no LEOFLOW_ names found in the templates"

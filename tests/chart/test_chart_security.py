@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chartlib import ALL_TOGGLES, RELEASE_NS, container, of_kind, one, pod_spec
-
+from tests.chart.chartlib import ALL_TOGGLES, RELEASE_NS, container, of_kind, one, pod_spec
 from tests.fakekube import psa
 
 Docs = list[dict[str, Any]]

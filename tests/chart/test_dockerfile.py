@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chartlib import REPO
+from tests.chart.chartlib import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 

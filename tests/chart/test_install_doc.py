@@ -8,9 +8,9 @@ from typing import Any
 
 import kubernetes_validate
 import yaml
-from chartlib import CHART, REPO
 
 from leoflow.kube.calls import CALLS
+from tests.chart.chartlib import CHART, REPO
 
 DOC = REPO / "docs" / "install-kubernetes.md"
 

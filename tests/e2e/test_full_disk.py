@@ -12,9 +12,10 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,16 +32,16 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
 
 
-def _query(home: Path, sql: str) -> list[tuple[object, ...]]:
+def _query(home: Path, sql: str) -> list[tuple[Any, ...]]:  # sqlite3 rows
     with sqlite3.connect(home / "leoflow.db", timeout=30) as db:
         return db.execute(sql).fetchall()
 
 
-def _wait(predicate: object, what: str, timeout: float = 90) -> None:
+def _wait(predicate: Callable[[], object], what: str, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if predicate():  # type: ignore[operator]
+            if predicate():
                 return
         except (sqlite3.OperationalError, IndexError):
             pass  # the database is still being created
@@ -104,7 +105,7 @@ def test_a_full_disk_holds_lite_and_loses_no_output(
         )
         assert proc.poll() is None, output.read_text()
         log = b"".join(
-            bytes(row[0])  # type: ignore[arg-type]
+            bytes(row[0])
             for row in _query(
                 home,
                 "SELECT data FROM log_chunks WHERE ti_pk = (SELECT pk FROM task_instances "

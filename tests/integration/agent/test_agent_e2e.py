@@ -10,8 +10,12 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
+
 from .fake_backend import FakeTI
 from .plane import Plane
+
+pytestmark = pytest.mark.slow  # real agent processes end to end
 
 PY = sys.executable
 OOM_MESSAGE = (

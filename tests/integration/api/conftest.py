@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import Auth, Role
-from leoflow.domain.loader import parse_dag
+from leoflow.dagfile.loader import parse_dag
 from leoflow.settings import Settings
 from leoflow.store import Store
 

@@ -17,6 +17,8 @@ from leoflow.store import Store
 from tests.integration.api.conftest import DAG_YAML, TOKENS, make_auth, make_settings
 from tests.integration.api.seed import seed
 
+pytestmark = pytest.mark.slow  # the real CLI in subprocesses
+
 
 @pytest.fixture
 async def live(store: Store, tmp_path: Path) -> AsyncIterator[RunningApi]:

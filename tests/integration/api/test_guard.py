@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,7 @@ async def asgi(
             return {"type": "http.request", "body": chunk, "more_body": bool(pending)}
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             answer.status = message["status"]
             answer.headers = {k.decode(): v.decode() for k, v in message.get("headers", [])}
@@ -370,7 +370,7 @@ async def test_a_websocket_gets_the_host_origin_and_token_checks(
         await ws.send_text("hello")
         await ws.close()
 
-    async def open_ws(headers: dict[str, str]) -> list[dict[str, Any]]:
+    async def open_ws(headers: dict[str, str]) -> list[MutableMapping[str, Any]]:
         scope = {
             "type": "websocket", "asgi": {"version": "3.0"}, "scheme": "ws", "path": "/api/ws",
             "raw_path": b"/api/ws", "query_string": b"", "root_path": "", "subprotocols": [],
@@ -378,12 +378,12 @@ async def test_a_websocket_gets_the_host_origin_and_token_checks(
             "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 40000),
         }  # fmt: skip
         inbox = [{"type": "websocket.connect"}]
-        sent: list[dict[str, Any]] = []
+        sent: list[MutableMapping[str, Any]] = []
 
         async def receive() -> dict[str, Any]:
             return inbox.pop(0) if inbox else {"type": "websocket.disconnect", "code": 1000}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             sent.append(message)
 
         await asyncio.wait_for(app(scope, receive, send), 30)
@@ -411,7 +411,7 @@ def test_malformed_allowed_hosts_and_origins_are_setting_errors(tmp_path: Path) 
         ("api_allowed_origins", "https://ui.example/path"),
     ):
         with pytest.raises(SettingsError, match=f"LEOFLOW_{name.upper()}") as info:
-            load_settings(home=tmp_path, **{name: value})
+            load_settings(None, home=tmp_path, **{name: value})
         assert value in str(info.value)
     s = load_settings(home=tmp_path, api_allowed_hosts="a.example, .b.example,[::2]:81")
     assert s.api_allowed_hosts == ("a.example", ".b.example", "[::2]:81")

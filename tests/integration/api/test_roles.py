@@ -88,6 +88,19 @@ CALLS = [
         "PATCH", "/api/v1/pools/{name}", "/api/v1/pools/gpu", "admin", 200, {"json": {"slots": 5}}
     ),
     Call("DELETE", "/api/v1/pools/{name}", "/api/v1/pools/gpu", "admin", 204),
+    # etl has no schedule and no backfill exists: past the role check, each is refused
+    # for what it asks (the working paths: test_backfills_api.py).
+    Call("GET", "/api/v1/dags/{dag_id}/backfills", "/api/v1/dags/etl/backfills", "viewer", 200),
+    Call(
+        "POST",
+        "/api/v1/dags/{dag_id}/backfills",
+        "/api/v1/dags/etl/backfills",
+        "operator",
+        422,
+        {"json": {"from": "2026-01-01", "to": "2026-01-02"}},
+    ),
+    Call("GET", "/api/v1/backfills/{pk}", "/api/v1/backfills/9", "viewer", 404),
+    Call("POST", "/api/v1/backfills/{pk}/cancel", "/api/v1/backfills/9/cancel", "operator", 404),
 ]
 
 

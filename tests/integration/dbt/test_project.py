@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file
 from leoflow.dbt.project import expander, fingerprint, secret_env_name
 from leoflow.dbt.task import reason_from_output, reason_from_results, run
-from leoflow.domain.loader import DagFileError, LoadOptions, load_dag_file
+
+pytestmark = pytest.mark.slow  # runs dbt
 
 MANIFEST = {
     "metadata": {"project_name": "mini"},
@@ -184,7 +186,7 @@ def test_the_wrapper_passes_the_exit_code_and_writes_the_reason(
 def test_a_dag_folder_holding_its_dbt_project_loads_the_dag_and_not_dbt_s_yaml(
     tmp_path: Path,
 ) -> None:
-    from leoflow.domain.loader import load_dag_folder
+    from leoflow.dagfile.loader import load_dag_folder
 
     folder = tmp_path / "dags"
     folder.mkdir()

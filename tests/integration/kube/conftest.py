@@ -4,7 +4,10 @@ KubeClient on it, and a KubernetesExecutor wired to both with short timings."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ from leoflow.domain.execution import ExecutorEvent, Launch, TaskFinished
 from leoflow.kube import calls
 from leoflow.kube.client import KubeClient
 from leoflow.kube.executor import KubernetesExecutor
-from leoflow.settings import Settings
+from leoflow.settings import Settings, load_settings
 from tests.fakekube import FakeApiServer
 
 TOKEN = "kube-test-token"
@@ -151,3 +154,23 @@ async def executor(
 
 def declared_calls() -> set[tuple[str, str, str]]:
     return {(c.verb, c.group, c.resource) for c in calls.CALLS}
+
+
+def kube_lite_settings(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+) -> Settings:
+    """Settings for a Lite runtime whose tasks run as pods on ``server``, with real agents."""
+    bin_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path / "kubeconfig")))
+    (tmp_path / "secrets").mkdir(exist_ok=True)
+    values: dict[str, Any] = {
+        "home": tmp_path / "home",
+        "secrets_dir": tmp_path / "secrets",
+        "scheduler_poll_interval": 0.2,
+        "task_namespace": TASK_NS,
+        "executor": "kubernetes",
+        **overrides,
+    }
+    return load_settings(**values)

@@ -19,7 +19,7 @@ import pytest
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import Auth
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import record_dag
 from leoflow.settings import Settings, load_settings
@@ -30,6 +30,8 @@ from tests.support.proxy import CuttableProxy
 
 from .conftest import RELEASE_NS, TASK_NS
 from .test_failover import Node
+
+pytestmark = pytest.mark.slow  # a PostgreSQL restart under a running DAG
 
 OUTAGE = 20.0
 

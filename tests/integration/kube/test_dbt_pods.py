@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.dbt.project import expander
-from leoflow.domain.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import run_dag
 from leoflow.settings import TaskPodSecurity, load_settings
@@ -26,7 +26,7 @@ from tests.support.dbt import copy_project, dbt_bin, query
 
 from .conftest import TASK_NS
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # runs dbt in pods
 
 
 @pytest.fixture(autouse=True)

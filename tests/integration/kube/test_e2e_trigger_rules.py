@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.domain.loader import LoadOptions, load_dag_file
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import run_dag
 from leoflow.settings import load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet
 
 from .conftest import TASK_NS
+
+pytestmark = pytest.mark.slow  # end to end through pods and real agents
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.kube.client import KubeClient
 from leoflow.kube.leader import ElectionConfig, LeaderElector
@@ -26,6 +26,8 @@ from tests.fakekube import FakeApiServer, FakeKubelet
 from tests.support.proxy import CuttableProxy
 
 from .conftest import RELEASE_NS, TASK_NS
+
+pytestmark = pytest.mark.slow  # scheduler replicas failing over, real agents
 
 DAG = """
 dag_id: failover

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.domain.loader import LoadOptions, load_dag_file
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.kube.metrics import CALL_RETRIES
 from leoflow.lite import run_dag
@@ -28,6 +28,8 @@ from leoflow.settings import load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet, Outcome
 
 from .conftest import TASK_NS
+
+pytestmark = pytest.mark.slow  # an apiserver outage under a running DAG
 
 CREATE = ("create", "", "pods")
 

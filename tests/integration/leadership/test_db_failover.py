@@ -9,19 +9,21 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import URL, make_url
 
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import record_dag
 from leoflow.store import Store, TaskSeed
 from tests.support.proxy import CuttableProxy
 
 from .cluster import Scheduler, wait_holder
+
+pytestmark = pytest.mark.slow  # PostgreSQL leadership failover
 
 TIMINGS = {"lease_duration": 6.0, "renew_deadline": 4.0, "retry_period": 0.5}
 
@@ -48,9 +50,9 @@ async def store(postgres_url: str) -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-def schedulers() -> AsyncIterator[list[Scheduler]]:
+def schedulers() -> Iterator[list[Scheduler]]:
     started: list[Scheduler] = []
-    yield started  # type: ignore[misc]
+    yield started
     for s in started:
         s.stop()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,7 +113,7 @@ async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_expires
         await asyncio.wait_for(led.wait(), 30)
         # Someone else writes the row: a's next renewal sees another holder.
         row = await store.get_lease()
-        stolen = await store.write_lease(row.version, type(row)(**{**_fields(row), "holder": "x"}))
+        stolen = await store.write_lease(row.version, replace(row, holder="x"))
         assert stolen is not None
         await asyncio.wait_for(stopped.wait(), 30)
         assert not a.is_leader
@@ -120,10 +121,6 @@ async def test_a_leader_that_cannot_renew_stops_leading_before_the_lease_expires
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
-
-
-def _fields(row: object) -> dict[str, object]:
-    return {name: getattr(row, name) for name in row.__slots__}  # type: ignore[attr-defined]
 
 
 async def test_claim_or_refuse_names_a_live_holder(store: Store) -> None:

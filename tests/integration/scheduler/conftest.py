@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from leoflow.dagfile.loader import parse_dag
 from leoflow.domain.dag import DagSpec
-from leoflow.domain.loader import parse_dag
 from leoflow.domain.states import TaskState
 from leoflow.executor.subprocess import SubprocessExecutor
 from leoflow.scheduler.core import Scheduler, SchedulerConfig

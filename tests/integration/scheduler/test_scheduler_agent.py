@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import Runtime, open_runtime, record_dag
 from leoflow.settings import load_settings
@@ -108,7 +108,7 @@ async def test_a_task_whose_agent_stops_heartbeating_is_failed_as_lost(runtime: 
         if ti.state is TaskState.RUNNING:
             break
         await asyncio.sleep(0.02)
-    agent = rt.executor._process  # type: ignore[attr-defined]
+    agent = rt.executor._process
     os.kill(agent.pid, signal.SIGSTOP)  # frozen: alive, but silent
     try:
         final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 30)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,9 @@ tasks:
 """
 
 
-async def _wait_for(predicate: object, timeout: float = 60.0) -> None:
+async def _wait_for(predicate: Callable[[], object], timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached")
         await asyncio.sleep(0.02)

@@ -36,8 +36,9 @@ tasks:
     assert {t.state for t in tis.values()} == {TaskState.SUCCESS}
     for down, ups in {"b": ["a"], "c": ["a"], "d": ["b", "c"]}.items():
         for up in ups:
-            assert tis[down].started_at is not None and tis[up].ended_at is not None
-            assert tis[down].started_at >= tis[up].ended_at
+            started, ended = tis[down].started_at, tis[up].ended_at
+            assert started is not None and ended is not None
+            assert started >= ended
     assert await store.read_log(tis["d"].pk, 1) == b"d\n"
 
 

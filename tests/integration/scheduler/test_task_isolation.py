@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from leoflow.domain.loader import LoadedDag, parse_dag
+from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.lite import Runtime, open_runtime, record_dag
 from leoflow.settings import load_settings
@@ -243,7 +243,7 @@ tasks:
             break
         await asyncio.sleep(0.01)
     task_pid, child_pid = (int(p) for p in (marks / "try1").read_text().split())
-    agent = rt.executor._process  # type: ignore[attr-defined]
+    agent = rt.executor._process
     os.kill(agent.pid, signal.SIGKILL)
     try:
         final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 60)

@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+from typing import Any
+
 from leoflow.store import Store
 
 
 async def test_upsert_dag_reports_inserted_and_changed(store: Store) -> None:
-    kwargs = {"fileloc": "/dags/a.yaml", "spec_json": '{"a":1}', "spec_hash": "h1", "source": "x"}
+    kwargs: dict[str, Any] = {
+        "fileloc": "/dags/a.yaml",
+        "spec_json": '{"a":1}',
+        "spec_hash": "h1",
+        "source": "x",
+    }
     assert await store.upsert_dag("a", **kwargs) is True
     assert await store.upsert_dag("a", **kwargs) is False
     assert await store.upsert_dag("a", **{**kwargs, "spec_hash": "h2", "spec_json": "{}"}) is True

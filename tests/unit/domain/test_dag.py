@@ -191,13 +191,13 @@ def test_models_are_frozen() -> None:
 
 @pytest.mark.parametrize("value", ["500m", "2", "1Gi", "512Mi", "1.5", ".5", "1e3", 2, 0.5])
 def test_quantities(value: object) -> None:
-    assert ResourceAmounts(cpu=value).cpu == str(value)  # type: ignore[arg-type]
+    assert ResourceAmounts(cpu=value).cpu == str(value)
 
 
 @pytest.mark.parametrize("value", ["lots", "-1", "1 Gi", "1gb", "", True, [1]])
 def test_bad_quantities(value: object) -> None:
     with pytest.raises(ValidationError, match="Kubernetes quantity"):
-        ResourceAmounts(memory=value)  # type: ignore[arg-type]
+        ResourceAmounts(memory=value)
 
 
 def test_toleration_rules() -> None:
@@ -205,9 +205,9 @@ def test_toleration_rules() -> None:
     with pytest.raises(ValidationError, match="must not set a value"):
         Toleration(key="k", operator="Exists", value="v")
     with pytest.raises(ValidationError):
-        Toleration(key="k", operator="In")  # type: ignore[arg-type]
+        Toleration(key="k", operator="In")
     with pytest.raises(ValidationError):
-        Toleration(key="k", effect="Sometimes")  # type: ignore[arg-type]
+        Toleration(key="k", effect="Sometimes")
 
 
 def test_execution_declared_lists_set_fields_in_declaration_order() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
 from leoflow.domain.dbt import DbtSpec, Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtRequest
-from leoflow.domain.loader import DagFileError, LoadOptions, parse_dag
 
 PATHS = Paths(project_dir="/p/shop", profiles_dir="/p/profiles")
 

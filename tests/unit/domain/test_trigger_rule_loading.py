@@ -7,7 +7,7 @@ from textwrap import dedent
 
 import pytest
 
-from leoflow.domain.loader import DagFileError, LoadOptions, parse_dag
+from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
 from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
 
 PATH = Path("dags/etl/leoflow.yaml")

@@ -131,7 +131,9 @@ def test_no_rule_waits_once_every_upstream_ended(rule: str, states: list[TaskSta
 
 
 def test_airflow_examples() -> None:
-    d = lambda rule, *s: decide(TriggerRule(rule), Counts.of(s))  # noqa: E731
+    def d(rule: str, *s: TaskState) -> Decision:
+        return decide(TriggerRule(rule), Counts.of(s))
+
     # all_success: failure wins over a skip; a skip alone skips.
     assert d("all_success", T.SKIPPED, T.FAILED) is Decision.UPSTREAM_FAILED
     assert d("all_success", T.SKIPPED, T.RUNNING) is Decision.SKIP
@@ -157,7 +159,7 @@ def _spec(tasks: dict[str, tuple[list[str], str]]) -> DagSpec:
     return DagSpec(
         dag_id="d",
         tasks={
-            t: TaskSpec(task_id=t, command="true", depends_on=ups, trigger_rule=rule)  # type: ignore[arg-type]
+            t: TaskSpec(task_id=t, command="true", depends_on=ups, trigger_rule=rule)
             for t, (ups, rule) in tasks.items()
         },
     )

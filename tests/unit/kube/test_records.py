@@ -147,8 +147,5 @@ def test_parse_time() -> None:
 def test_record_is_small() -> None:
     """A slim record, not a pod: its own size stays well under the 2 KB budget."""
     record = parse_pod(pod("Failed", containerStatuses=terminated(1, "Error", "x" * 20)))
-    size = sys.getsizeof(record) + sum(
-        sys.getsizeof(getattr(record, f))
-        for f in record.__slots__  # type: ignore[attr-defined]
-    )
+    size = sys.getsizeof(record) + sum(sys.getsizeof(getattr(record, f)) for f in record.__slots__)
     assert size < 2048

@@ -7,6 +7,60 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class AgentItem(_message.Message):
+    __slots__ = ("id", "session_token", "exchange", "start", "heartbeat", "log", "complete", "resolve_secret")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_SECRET_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    session_token: str
+    exchange: ExchangeRequest
+    start: StartRequest
+    heartbeat: HeartbeatRequest
+    log: LogChunk
+    complete: CompleteRequest
+    resolve_secret: ResolveSecretRequest
+    def __init__(self, id: _Optional[int] = ..., session_token: _Optional[str] = ..., exchange: _Optional[_Union[ExchangeRequest, _Mapping]] = ..., start: _Optional[_Union[StartRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., log: _Optional[_Union[LogChunk, _Mapping]] = ..., complete: _Optional[_Union[CompleteRequest, _Mapping]] = ..., resolve_secret: _Optional[_Union[ResolveSecretRequest, _Mapping]] = ...) -> None: ...
+
+class AgentBatch(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[AgentItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[AgentItem, _Mapping]]] = ...) -> None: ...
+
+class ItemReply(_message.Message):
+    __slots__ = ("id", "code", "details", "exchange", "start", "heartbeat", "log", "complete", "resolve_secret")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_SECRET_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    code: int
+    details: str
+    exchange: ExchangeResponse
+    start: StartResponse
+    heartbeat: HeartbeatResponse
+    log: LogsAck
+    complete: CompleteResponse
+    resolve_secret: ResolveSecretResponse
+    def __init__(self, id: _Optional[int] = ..., code: _Optional[int] = ..., details: _Optional[str] = ..., exchange: _Optional[_Union[ExchangeResponse, _Mapping]] = ..., start: _Optional[_Union[StartResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., log: _Optional[_Union[LogsAck, _Mapping]] = ..., complete: _Optional[_Union[CompleteResponse, _Mapping]] = ..., resolve_secret: _Optional[_Union[ResolveSecretResponse, _Mapping]] = ...) -> None: ...
+
+class ReplyBatch(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[ItemReply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[ItemReply, _Mapping]]] = ...) -> None: ...
+
 class ExchangeRequest(_message.Message):
     __slots__ = ("ticket",)
     TICKET_FIELD_NUMBER: _ClassVar[int]
@@ -77,7 +131,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, cancel_requested: _Optional[bool] = ..., reason: _Optional[str] = ..., session_token: _Optional[str] = ...) -> None: ...
 
 class LogChunk(_message.Message):
-    __slots__ = ("stream", "data")
+    __slots__ = ("stream", "data", "offset")
     class Stream(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         STREAM_UNSPECIFIED: _ClassVar[LogChunk.Stream]
@@ -88,9 +142,11 @@ class LogChunk(_message.Message):
     STDERR: LogChunk.Stream
     STREAM_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
     stream: LogChunk.Stream
     data: bytes
-    def __init__(self, stream: _Optional[_Union[LogChunk.Stream, str]] = ..., data: _Optional[bytes] = ...) -> None: ...
+    offset: int
+    def __init__(self, stream: _Optional[_Union[LogChunk.Stream, str]] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class LogsAck(_message.Message):
     __slots__ = ("bytes_received",)
@@ -115,8 +171,10 @@ class CompleteRequest(_message.Message):
     def __init__(self, exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., signal: _Optional[int] = ..., message: _Optional[str] = ..., not_started: _Optional[bool] = ...) -> None: ...
 
 class CompleteResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("duplicate",)
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    duplicate: bool
+    def __init__(self, duplicate: _Optional[bool] = ...) -> None: ...
 
 class ResolveSecretRequest(_message.Message):
     __slots__ = ("name",)

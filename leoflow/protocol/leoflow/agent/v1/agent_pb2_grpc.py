@@ -64,6 +64,11 @@ class AgentStub:
                 request_serializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ResolveSecretRequest.SerializeToString,
                 response_deserializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ResolveSecretResponse.FromString,
                 _registered_method=True)
+        self.Channel = channel.stream_stream(
+                '/leoflow.agent.v1.Agent/Channel',
+                request_serializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.AgentBatch.SerializeToString,
+                response_deserializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ReplyBatch.FromString,
+                _registered_method=True)
 
 
 class AgentServicer:
@@ -109,6 +114,18 @@ class AgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Channel(self, request_iterator, context):
+        """The agent's one long-lived channel: every message of every task the agent
+        process runs, each carrying its own task's session token (a ticket for an
+        exchange). Each side sends batches: whatever is waiting when it gets to write.
+        Every item gets exactly one reply with the item's id and its own status; a
+        refused item affects no other item. The unary methods above remain for agents
+        of the previous release (see the endpoint's docstring).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +158,11 @@ def add_AgentServicer_to_server(servicer, server):
                     servicer.ResolveSecret,
                     request_deserializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ResolveSecretRequest.FromString,
                     response_serializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ResolveSecretResponse.SerializeToString,
+            ),
+            'Channel': grpc.stream_stream_rpc_method_handler(
+                    servicer.Channel,
+                    request_deserializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.AgentBatch.FromString,
+                    response_serializer=leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ReplyBatch.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,6 +327,33 @@ class Agent:
             '/leoflow.agent.v1.Agent/ResolveSecret',
             leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ResolveSecretRequest.SerializeToString,
             leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ResolveSecretResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Channel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/leoflow.agent.v1.Agent/Channel',
+            leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.AgentBatch.SerializeToString,
+            leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2.ReplyBatch.FromString,
             options,
             channel_credentials,
             insecure,

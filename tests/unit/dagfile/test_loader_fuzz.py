@@ -17,8 +17,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from leoflow.dagfile.loader import DagFileError, parse_dag
 from leoflow.domain.dag import DagSpec
-from leoflow.domain.loader import DagFileError, parse_dag
 
 PATH = Path("fuzz.yaml")
 TIME_BOUND = 5.0  # seconds per document; a bounded refusal takes milliseconds

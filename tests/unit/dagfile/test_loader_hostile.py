@@ -9,7 +9,7 @@ from textwrap import dedent
 
 import pytest
 
-from leoflow.domain.loader import (
+from leoflow.dagfile.loader import (
     DagFileError,
     LoadOptions,
     Problem,
@@ -17,8 +17,8 @@ from leoflow.domain.loader import (
     load_dag_folder,
     parse_dag,
 )
+from leoflow.dagfile.yamldoc import MAX_DEPTH, MAX_DOCUMENT_CHARS
 from leoflow.domain.progress import topological_order
-from leoflow.domain.yamldoc import MAX_DEPTH, MAX_DOCUMENT_CHARS
 
 PATH = Path("dags/hostile.yaml")
 HEAD = "dag_id: hostile\n"

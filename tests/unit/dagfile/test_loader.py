@@ -7,8 +7,7 @@ from textwrap import dedent
 
 import pytest
 
-from leoflow.domain.dag import DEFAULT_POOL
-from leoflow.domain.loader import (
+from leoflow.dagfile.loader import (
     PASSTHROUGH_SETTING,
     DagFileError,
     LoadOptions,
@@ -19,6 +18,7 @@ from leoflow.domain.loader import (
     load_dag_folder,
     parse_dag,
 )
+from leoflow.domain.dag import DEFAULT_POOL
 
 PATH = Path("dags/sales/leoflow.yaml")
 

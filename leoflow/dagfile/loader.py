@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
 from leoflow.domain.printable import printable
-from leoflow.domain.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 
 DAG_FILE_SUFFIXES = (".yaml", ".yml")
 PASSTHROUGH_SETTING = "taskPodPassthrough (LEOFLOW_TASK_POD_PASSTHROUGH)"
@@ -74,7 +74,7 @@ class FolderLoad:
     errors: list[DagFileError] = field(default_factory=list)
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -237,7 +237,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
         )
     dbt_tasks: dict[str, dict[str, Any]] = {}
     if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
-        section = section_tasks(raw, path, tasks_raw, defaults_raw, options.dbt)
+        section = section_tasks(raw, str(path), tasks_raw, defaults_raw, options.dbt)
         problems.extend(problem(*_pydantic_problem(err)) for err in section.problems)
         dbt_tasks = section.tasks
     if problems:

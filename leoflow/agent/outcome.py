@@ -1,0 +1,120 @@
+"""How a try's end is told: the agent's exit codes, the sentences for a command that
+could not start or that ended, and the reason a command may leave in a file."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import signal
+import subprocess
+import sys
+
+from leoflow.agent.environment import TaskUser
+
+OOM_MESSAGE = (
+    "out of memory: the kernel killed this task's process. Raise the task's memory limit "
+    "(resources.limits.memory); if it uses an engine with its own memory budget, such as "
+    "DuckDB, set that budget too, because it sizes itself from detected RAM and may not "
+    "see the container's limit."
+)
+
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_REFUSED = 4
+EXIT_SETUP_FAILED = 5
+EXIT_CANNOT_EXECUTE = 126
+EXIT_NOT_FOUND = 127
+
+# After the command exits, how long its pipes may stay open (held by a process it
+# left behind) before the rest of its process group is killed.
+REASON_LIMIT = 1000
+_REASONS = itertools.count(1)
+
+
+def secret_env_name(name: str) -> str:
+    """``LEOFLOW_SECRET_<NAME>``: ASCII letters upper-cased, digits kept, anything else ``_``."""
+    return "LEOFLOW_SECRET_" + "".join(
+        c.upper() if c.isascii() and c.isalnum() else "_" for c in name
+    )
+
+
+def own_program(argv: list[str]) -> list[str]:
+    """A command whose program is ``leoflow`` runs this agent's own Leoflow.
+
+    Never a ``leoflow`` that the task's PATH finds first: whatever a DAG image
+    installs (a dbt with another protobuf, say) cannot stand in for it.
+    """
+    if argv and argv[0] == "leoflow":
+        return [sys.executable, "-m", "leoflow", *argv[1:]]
+    return argv
+
+
+def reason_path() -> str:
+    # TMPDIR, else /tmp: the one writable path under a read-only root filesystem.
+    base = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(base, f"leoflow-exit-reason-{os.getpid()}-{next(_REASONS)}")
+
+
+def take_reason(path: str) -> str:
+    """What the command wrote to ``LEOFLOW_EXIT_REASON_FILE``, first line, at most 1000 chars."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(REASON_LIMIT + 1)
+    except OSError:
+        return ""
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
+
+
+def format_duration(seconds: float) -> str:
+    """30m, 1h5m, 90s -> 1m30s, 1.5s: how a person writes a timeout."""
+    if seconds < 60 and seconds != int(seconds):
+        return f"{seconds:g}s"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    return text + (f"{secs}s" if secs or not text else "")
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def spawn_failure(exc: Exception, program: str, cwd: str, user: TaskUser | None) -> tuple[int, str]:
+    """Exit code and sentence for a command that could not be started."""
+    if isinstance(exc, ValueError):  # a NUL byte in the command or its environment
+        return EXIT_SETUP_FAILED, f"cannot start {program!r}: {exc}"
+    if isinstance(exc, subprocess.SubprocessError):
+        return EXIT_SETUP_FAILED, f"cannot start {program!r}: {exc}"
+    assert isinstance(exc, OSError)
+    if isinstance(exc, FileNotFoundError) and cwd and not os.path.isdir(cwd):
+        return EXIT_SETUP_FAILED, f"working directory {cwd!r} does not exist"
+    if isinstance(exc, FileNotFoundError):
+        return EXIT_NOT_FOUND, f"command not found: {program!r}"
+    if user is not None and exc.errno == errno.EPERM:
+        return EXIT_SETUP_FAILED, (
+            f"cannot run {program!r} as task user {user.name!r} (uid {user.uid}): "
+            f"{exc.strerror}; only an agent running as root can switch users"
+        )
+    if isinstance(exc, PermissionError):
+        return EXIT_CANNOT_EXECUTE, f"cannot execute {program!r}: {exc.strerror}"
+    return EXIT_CANNOT_EXECUTE, f"cannot start {program!r}: {exc}"
+
+
+def exit_description(exit_code: int, signum: int) -> str:
+    if signum:
+        return f"killed by signal {signal_name(signum)}"
+    return f"exited with code {exit_code}" if exit_code else ""
+
+
+def warn(message: str) -> None:
+    print(f"leoflow agent: {message}", file=sys.stderr, flush=True)

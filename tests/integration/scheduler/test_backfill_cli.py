@@ -1,0 +1,95 @@
+"""``leoflow backfill`` as a subprocess against a live API whose store a scheduler drives."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from leoflow.api.app import create_app
+from leoflow.api.server import RunningApi, start_server
+from leoflow.store import Store
+from leoflow.store.backfills import backfill_progress, list_backfills
+from tests.integration.api.conftest import TOKENS, make_auth, make_settings
+from tests.integration.scheduler.conftest import SchedulerFactory
+from tests.integration.scheduler.test_backfill_run import daily, wait_for
+
+
+@pytest.fixture
+async def live(store: Store, tmp_path: Path) -> AsyncIterator[RunningApi]:
+    app = create_app(store, make_settings(tmp_path), auth=make_auth())
+    running = await start_server(app, "127.0.0.1", 0)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+async def start_cli(live: RunningApi, *argv: str) -> asyncio.subprocess.Process:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+    env.update({"LEOFLOW_SERVER": live.url, "LEOFLOW_TOKEN": TOKENS["operator"]})
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "leoflow", "backfill", *argv,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_dry_run_follow_and_refusal(
+    live: RunningApi, make_scheduler: SchedulerFactory, store: Store, tmp_path: Path
+) -> None:
+    scheduler = await make_scheduler(daily(tmp_path, "true"))
+    await scheduler.start()
+    span = ("daily", "--from", "2026-03-01", "--to", "2026-03-06")
+    code, out, _ = await finish(await start_cli(live, *span, "--dry-run"))
+    assert code == 0 and out.splitlines()[0] == "daily: 6 run(s), at most 5 at a time"
+    assert "2026-03-06T00:00:00Z" in out and await list_backfills(store) == []
+
+    code, out, err = await finish(await start_cli(live, *span, "--max-active-runs", "2"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("backfill 1 of daily: running  0/6 done")
+    assert lines[-1].startswith("backfill 1 of daily: success  6/6 done (6 ok, 0 failed)")
+
+    code, _, err = await finish(await start_cli(live, "daily", "--from", "2026-03-01T01:00",
+                                                "--to", "2026-03-01T02:00"))  # fmt: skip
+    assert code == 1 and "422" in err and "no cron point" in err
+    code, _, err = await finish(await start_cli(live, "daily", "--from", "yesterday",
+                                                "--to", "2026-03-01"))  # fmt: skip
+    assert code == 1 and "--from 'yesterday' is not an ISO 8601" in err
+
+
+async def test_ctrl_c_cancels_the_backfill_as_a_whole(
+    live: RunningApi, make_scheduler: SchedulerFactory, store: Store, tmp_path: Path
+) -> None:
+    scheduler = await make_scheduler(daily(tmp_path, "sleep 60"))
+    await scheduler.start()
+    proc = await start_cli(live, "daily", "--from", "2026-03-01", "--to", "2026-03-09",
+                           "--max-active-runs", "3")  # fmt: skip
+
+    async def three_running() -> bool:
+        backfills = await list_backfills(store)
+        return bool(backfills) and (await backfill_progress(store, backfills[0].pk)).running == 3
+
+    await wait_for(three_running)
+    proc.send_signal(signal.SIGINT)
+    code, _, err = await finish(proc)
+    assert code == 130 and "cancelled" in err
+    (backfill,) = await list_backfills(store)
+    assert backfill.state == "cancelled"
+    progress = await backfill_progress(store, backfill.pk)
+    # A run the scheduler made while the cancel committed is failed as it is linked.
+    assert progress.active == 0 and progress.failed >= 3
+    assert progress.failed + progress.pending == 9
+    for run in await store.list_runs(dag_id="daily"):
+        assert run.state.value == "failed" and "backfill" in (run.message or "")
