@@ -53,7 +53,7 @@ def small_yaml(runs: int) -> str:
 
 
 async def _drive(dag_file: Path, runs: int, executor: str) -> dict[str, Any]:
-    from leoflow.domain.loader import LoadOptions, load_dag_file
+    from leoflow.dagfile.loader import LoadOptions, load_dag_file
     from leoflow.domain.states import RUN_TERMINAL
     from leoflow.settings import load_settings
 
