@@ -18,6 +18,7 @@ from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.api.ui import routes as web_ui
+from leoflow.api.ui.gate import UiGate
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreUnavailable
@@ -71,7 +72,7 @@ def create_app(
         RequestGuard,
         settings=settings,
         auth=auth,
-        authenticates_itself=web_ui.authenticates_itself,
+        session_gate=UiGate(app.state.leoflow),
     )
     app.add_middleware(MetricsMiddleware)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +28,16 @@ class ApiContext:
     # How often a followed log looks for new bytes and for the end of its try.
     log_poll_interval: float = 0.5
     clock: Callable[[], float] = field(default=time.time)
+    # Set when the server starts to shut down: long-lived streams (the UI's live
+    # events, a followed log) end at once instead of holding uvicorn's grace period.
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def pause(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less if the server starts shutting down; True if it has."""
+        if not self.closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closing.wait(), seconds)
+        return self.closing.is_set()
 
     def changed(self) -> None:
         """A write went to the store: let an in-process scheduler (Lite) wake now."""

@@ -18,7 +18,9 @@ In order, each check answering with a JSON ``{"detail": ...}`` that names the se
    without an allowed ``Origin``, is refused (403). Browsers always send these on
    such requests; the CLI (httpx) sends neither and is not affected.
 3. With tokens configured, a request without a valid bearer token is answered 401
-   from its headers, before a byte of its body is read.
+   from its headers, before a byte of its body is read. Paths of an app with its own
+   session (the web UI, ``session_gate``) are asked instead: a UI write without a
+   valid session cookie is 401 here, its body unread.
 4. A body must carry an accepted ``Content-Type`` (415): YAML media types for a DAG
    document, ``application/json`` elsewhere. ``text/plain`` (the one a cross-site
    form can send without a CORS preflight) is never accepted.
@@ -38,18 +40,23 @@ read through a rebound name tells nothing a direct request would not.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from leoflow.api.auth import Auth
+from leoflow.api.hosts import (
+    DEFAULT_PORTS,
+    HOSTS_SETTING,
+    LOOPBACK_HOSTS,
+    host_rules,
+    listen_host,
+    parse_origin,
+    split_host,
+)
+from leoflow.api.strict_json import check_strict_json
 from leoflow.settings import Settings
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 JSON_TYPES = ("application/json",)
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -60,126 +67,14 @@ PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # request takes JSON. Paths without parameters, so matched before routing.
 DAG_DOCUMENT_ROUTES = frozenset({("POST", "/api/v1/dags")})
 
-HOSTS_SETTING = "api_allowed_hosts (LEOFLOW_API_ALLOWED_HOSTS)"
 ORIGINS_SETTING = "api_allowed_origins (LEOFLOW_API_ALLOWED_ORIGINS)"
 BODY_LIMIT_SETTING = "api_body_limit (LEOFLOW_API_BODY_LIMIT)"
 DAG_LIMIT_SETTING = "api_dag_body_limit (LEOFLOW_API_DAG_BODY_LIMIT)"
-DEPTH_SETTING = "api_json_max_depth (LEOFLOW_API_JSON_MAX_DEPTH)"
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _NO_TOKEN = "a valid bearer token is required (Authorization: Bearer TOKEN)"
-
-
-def split_host(value: str) -> tuple[str, int | None] | None:
-    """``name``, ``name:port``, ``[v6]``, ``[v6]:port`` -> (lowercase name, port);
-    None when malformed. IPv6 names keep their brackets."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        end = value.find("]")
-        if end < 0:
-            return None
-        name, rest = value[: end + 1], value[end + 1 :]
-        if rest and not rest.startswith(":"):
-            return None
-        port_text = rest[1:] if rest else None
-    else:
-        name, sep, port_text_ = value.partition(":")
-        port_text = port_text_ if sep else None
-    name = name.removesuffix(".")
-    if not name or any(c in name for c in "/\\@ \t"):
-        return None
-    if port_text is None:
-        return name, None
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        return None
-    return name, int(port_text)
-
-
-@dataclass(frozen=True, slots=True)
-class _HostRule:
-    name: str  # "*", ".suffix" or an exact name
-    port: int | None
-
-    def allows(self, name: str, port: int | None) -> bool:
-        if self.port is not None and self.port != port:
-            return False
-        if self.name == "*":
-            return True
-        if self.name.startswith("."):
-            return name == self.name[1:] or name.endswith(self.name)
-        return name == self.name
-
-
-def host_rules(extra: Sequence[str]) -> tuple[_HostRule, ...]:
-    """The loopback names plus ``extra``; ValueError naming a malformed entry."""
-    rules = []
-    for entry in (*LOOPBACK_HOSTS, *extra):
-        parsed = split_host(entry)
-        if parsed is None:
-            raise ValueError(f"{HOSTS_SETTING}: not a host name, [IPv6] or name:port: {entry!r}")
-        rules.append(_HostRule(*parsed))
-    return tuple(rules)
-
-
-def _listen_host(listen: str) -> tuple[str, ...]:
-    """The address ``api_listen`` names, when it names one (not 0.0.0.0 or ::): a
-    client that dials that address sends it as Host."""
-    host = listen.rpartition(":")[0].strip("[]")
-    if host in ("", "0.0.0.0", "::"):
-        return ()
-    return (f"[{host}]" if ":" in host else host,)
-
-
-def parse_origin(value: str) -> tuple[str, str, int] | None:
-    """``scheme://host[:port]`` -> (scheme, host, port); None when not such an origin."""
-    try:
-        parts = urlsplit(value.strip().lower())
-        port = parts.port
-    except ValueError:
-        return None
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname or parts.path not in ("", "/"):
-        return None
-    if parts.query or parts.fragment or parts.username or parts.password:
-        return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return parts.scheme, host, port if port is not None else _DEFAULT_PORTS[parts.scheme]
-
-
-class _NotStrictJson(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotStrictJson(f"{name} is not JSON (only finite numbers are)")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 1e999: valid JSON syntax, but no finite number
-        raise _NotStrictJson(f"{text[:40]} is out of range (only finite numbers are)")
-    return value
-
-
-def check_strict_json(body: bytes, max_depth: int) -> str | None:
-    """Why ``body`` is refused (NaN/Infinity, nesting deeper than ``max_depth``), or
-    None. Syntax errors are left to the route, which reports them with their place."""
-    try:
-        value = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except _NotStrictJson as exc:
-        return str(exc)
-    except RecursionError:
-        return f"the JSON body nests deeper than {max_depth} levels ({DEPTH_SETTING})"
-    except ValueError:
-        return None
-    # Iterative: the depth bound must not itself recurse.
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > max_depth:
-                return f"the JSON body nests deeper than {max_depth} levels ({DEPTH_SETTING})"
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return None
+_NO_SESSION = "log in first: this needs a valid web UI session"
+# (method, path, headers) -> None: not a session path, the bearer check applies;
+# True/False: the session's app takes / refuses the request.
+SessionGate = Callable[[str, str, Mapping[str, str]], "bool | None"]
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -226,15 +121,15 @@ class RequestGuard:
         *,
         settings: Settings,
         auth: Auth,
-        authenticates_itself: Callable[[str], bool] = lambda path: False,
+        session_gate: SessionGate = lambda method, path, headers: None,
     ) -> None:
         self.app = app
-        # Paths whose app authenticates by its own session (the web UI's cookie) before
-        # it reads a body; every other check here still applies to them.
-        self.authenticates_itself = authenticates_itself
+        # The paths of an app that authenticates by its own session (the web UI's
+        # cookie): it says, from the headers, whether it takes the request.
+        self.session_gate = session_gate
         self.settings = settings
         self.auth = auth
-        self.hosts = host_rules((*settings.api_allowed_hosts, *_listen_host(settings.api_listen)))
+        self.hosts = host_rules((*settings.api_allowed_hosts, *listen_host(settings.api_listen)))
         self.origins = frozenset(
             o for o in (parse_origin(v) for v in settings.api_allowed_origins) if o is not None
         )
@@ -270,8 +165,10 @@ class RequestGuard:
                 await _answer(send, 403, refused, after)
                 return
 
-        if not self._authenticated(path, headers):
-            await _answer(send, 401, _NO_TOKEN, ((b"www-authenticate", b"Bearer"), *after))
+        refused = self._unauthenticated(method, path, headers)
+        if refused is not None:
+            bearer = ((b"www-authenticate", b"Bearer"),) if refused is _NO_TOKEN else ()
+            await _answer(send, 401, refused, (*bearer, *after))
             return
 
         if not has_body:
@@ -321,12 +218,16 @@ class RequestGuard:
             f"{HOSTS_SETTING} (allowed by default: {', '.join(LOOPBACK_HOSTS)})"
         )
 
-    def _authenticated(self, path: str, headers: dict[str, str]) -> bool:
-        if not self.auth.enabled or path in OPEN_PATHS or self.authenticates_itself(path):
-            return True
+    def _unauthenticated(self, method: str, path: str, headers: dict[str, str]) -> str | None:
+        """Why the request is refused for want of credentials (the 401's detail), or None."""
+        if not self.auth.enabled or path in OPEN_PATHS:
+            return None
+        by_session = self.session_gate(method, path, headers)
+        if by_session is not None:
+            return None if by_session else _NO_SESSION
         scheme, _, token = headers.get("authorization", "").partition(" ")
         token = token.strip() if scheme.lower() == "bearer" else ""
-        return self.auth.authenticate(token or None) is not None
+        return None if self.auth.authenticate(token or None) is not None else _NO_TOKEN
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A WebSocket (none today; a UI may add one) gets the Host, Origin and token
@@ -339,7 +240,7 @@ class RequestGuard:
             refused = "Host not allowed: LEOFLOW_API_ALLOWED_HOSTS"
         elif self._cross_origin(headers, host) is not None:
             refused = "Origin not allowed: LEOFLOW_API_ALLOWED_ORIGINS"
-        elif not self._authenticated(str(scope["path"]), headers):
+        elif self._unauthenticated("GET", str(scope["path"]), headers) is not None:
             refused = "a valid bearer token is required"
         if refused is None:
             await self.app(scope, receive, send)
@@ -359,7 +260,7 @@ class RequestGuard:
                 origin is not None
                 and host is not None
                 and origin[1] == host[0]
-                and origin[2] == (host[1] if host[1] is not None else _DEFAULT_PORTS[origin[0]])
+                and origin[2] == (host[1] if host[1] is not None else DEFAULT_PORTS[origin[0]])
             )
             if not same or site in ("cross-site", "same-site"):
                 return (

@@ -50,12 +50,13 @@ async def _occupancy(ctx: ApiContext) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-async def _one(ctx: ApiContext, name: str) -> PoolOut:
-    pools = await _pools(ctx)
-    if name not in pools:
-        raise HTTPException(404, f"no pool {name!r}")
+def _pool_out(
+    name: str,
+    pools: dict[str, tuple[int, str, Source]],
+    occupancy: dict[str, tuple[int, int, int]],
+) -> PoolOut:
     slots, description, source = pools[name]
-    held, queued, running = (await _occupancy(ctx)).get(name, (0, 0, 0))
+    held, queued, running = occupancy.get(name, (0, 0, 0))
     return PoolOut(
         name=name,
         slots=slots,
@@ -67,25 +68,18 @@ async def _one(ctx: ApiContext, name: str) -> PoolOut:
     )
 
 
+async def _one(ctx: ApiContext, name: str) -> PoolOut:
+    pools = await _pools(ctx)
+    if name not in pools:
+        raise HTTPException(404, f"no pool {name!r}")
+    return _pool_out(name, pools, await _occupancy(ctx))
+
+
 @router.get("", response_model=PoolList)
 async def list_pools(ctx: Ctx, who: Viewer) -> PoolList:
     pools = await _pools(ctx)
     occupancy = await _occupancy(ctx)
-    out = []
-    for name in sorted(pools):
-        slots, description, source = pools[name]
-        held, queued, running = occupancy.get(name, (0, 0, 0))
-        out.append(
-            PoolOut(
-                name=name,
-                slots=slots,
-                description=description,
-                occupied=held,
-                queued=queued,
-                running=running,
-                source=source,
-            )
-        )
+    out = [_pool_out(name, pools, occupancy) for name in sorted(pools)]
     return PoolList(pools=out)
 
 

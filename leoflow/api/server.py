@@ -23,6 +23,7 @@ from fastapi import FastAPI
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import TOKENS_SETTING, Auth, TokensFileError
+from leoflow.api.context import ApiContext
 from leoflow.settings import Settings
 from leoflow.store import Store
 from leoflow.store.errors import SchemaNotCurrent
@@ -103,6 +104,10 @@ class RunningApi:
         return f"http://{host}:{self.port}"
 
     async def close(self) -> None:
+        # Streams first (they would hold the graceful shutdown to its end), then uvicorn.
+        ctx = getattr(getattr(self.server.config.app, "state", None), "leoflow", None)
+        if isinstance(ctx, ApiContext):
+            ctx.closing.set()
         self.server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(self.task), GRACEFUL_SHUTDOWN + 2)

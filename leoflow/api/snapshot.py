@@ -39,6 +39,35 @@ async def pool_sizes(store: Store, settings: Settings) -> dict[str, int]:
     return {**settings.pools, **{p.name: p.slots for p in await store.list_pools()}}
 
 
+async def _limits(store: Store, settings: Settings) -> Limits:
+    caps = {}
+    for dag in await store.list_dags():
+        spec = spec_of(dag)
+        if spec is not None:
+            caps[dag.dag_id] = spec.max_active_tasks
+    return Limits(
+        parallelism=settings.parallelism,
+        default_pool_slots=settings.default_pool_slots,
+        pools=await pool_sizes(store, settings),
+        dag_max_active_tasks=caps,
+    )
+
+
+async def _snapshot(
+    store: Store, settings: Settings, waiting: list[TaskInstanceRow], ages: dict[int, float]
+) -> AdmissionSnapshot:
+    held = await store.list_task_instances(states=TASK_HOLDS_SLOTS)
+    missing = {ti.run_pk for ti in (*held, *waiting)} - ages.keys()
+    # Only the runs of these task instances: their ages order admission.
+    ages = {**ages, **await store.run_created_at(missing)}
+    return AdmissionSnapshot(
+        limits=await _limits(store, settings),
+        held=[task_info(ti) for ti in held],
+        waiting=[task_info(ti) for ti in waiting],
+        run_created_at=ages,
+    )
+
+
 async def admission_snapshot(
     store: Store, settings: Settings, *, target: TaskInstanceRow | None = None
 ) -> AdmissionSnapshot:
@@ -47,28 +76,19 @@ async def admission_snapshot(
     ``target`` is added to the waiting ones if the reads missed it (it changed
     between them), so the answer is always about it.
     """
-    limits = {}
-    for dag in await store.list_dags():
-        spec = spec_of(dag)
-        if spec is not None:
-            limits[dag.dag_id] = spec.max_active_tasks
-    held = await store.list_task_instances(states=TASK_HOLDS_SLOTS)
     waiting = await store.list_task_instances(states=[TaskState.SCHEDULED])
-    keys = {ti.pk for ti in held} | {ti.pk for ti in waiting}
-    if target is not None and target.pk not in keys:
+    if target is not None and target.pk not in {ti.pk for ti in waiting}:
         waiting.append(target)
-    runs = await store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=_ACTIVE_LIMIT)
-    return AdmissionSnapshot(
-        limits=Limits(
-            parallelism=settings.parallelism,
-            default_pool_slots=settings.default_pool_slots,
-            pools=await pool_sizes(store, settings),
-            dag_max_active_tasks=limits,
-        ),
-        held=[task_info(ti) for ti in held],
-        waiting=[task_info(ti) for ti in waiting],
-        run_created_at={r.pk: r.created_at for r in runs},
-    )
+    return await _snapshot(store, settings, waiting, {})
+
+
+async def first_waiting_snapshot(
+    store: Store, settings: Settings, limit: int
+) -> tuple[AdmissionSnapshot, list[TaskInstanceRow]]:
+    """Every slot holder and the first ``limit`` scheduled task instances in admission
+    order (what holds each back is decided by those before it only), with the limits."""
+    waiting, ages = await store.scheduled_in_admission_order(limit)
+    return await _snapshot(store, settings, waiting, ages), waiting
 
 
 async def run_gate(store: Store, run: RunInfo, max_active_runs: int) -> RunGate:

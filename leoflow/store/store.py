@@ -15,6 +15,7 @@ from __future__ import annotations
 from leoflow.store.dags import DagRecords
 from leoflow.store.logs import LogRecords
 from leoflow.store.office import OfficeRecords
+from leoflow.store.overview import OverviewRecords
 from leoflow.store.pools import PoolRecords
 from leoflow.store.retention import RetentionRecords
 from leoflow.store.runs import RunRecords
@@ -31,6 +32,7 @@ class Store(
     TicketRecords,
     LogRecords,
     RetentionRecords,
+    OverviewRecords,
 ):
     """The state store. Open with ``await Store.open(url)``; close when done.
 
@@ -44,4 +46,5 @@ class Store(
     | agent tickets                    | ``tickets``   |
     | task logs                        | ``logs``      |
     | retention (``prune``)            | ``retention`` |
+    | overview pages' bounded reads    | ``overview``  |
     """

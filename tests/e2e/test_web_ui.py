@@ -246,15 +246,24 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     expect(page.locator(".why-message")).to_have_text(
         "pool warehouse has 0 slots in all; this task needs 1 and cannot run until the pool grows"
     )
+    assert page.inner_text("#log-status") == "No try has started yet."
     shot(page, "07b-task-waiting")
-    page.goto(lite.base + "/pools")
-    page.fill("#slots-warehouse", "3")
-    page.click("form.resize[data-pool=warehouse] button")
-    page.wait_for_selector("td.occ:has-text('of 3 used')", timeout=WAIT)
+    # Grow the pool from another tab; this one, opened before the task's first try,
+    # shows that try's log when it starts, without a reload.
+    page.evaluate("window.__sameDocument = 'waiting'")
+    admin = context.new_page()
+    admin.goto(lite.base + "/pools")
+    admin.fill("#slots-warehouse", "3")
+    admin.click("form.resize[data-pool=warehouse] button")
+    admin.wait_for_selector("td.occ:has-text('of 3 used')", timeout=WAIT)
     assert {p["name"]: p["slots"] for p in _get(lite.base + "/api/v1/pools")["pools"]}[
         "warehouse"
     ] == 3
-    shot(page, "08-pools")
+    shot(admin, "08-pools")
+    admin.close()
+    page.wait_for_selector("#log-text:has-text('loading orders into analytics')", timeout=WAIT)
+    assert page.evaluate("window.__sameDocument") == "waiting"
+    shot(page, "07c-task-log-after-waiting")
     page.goto(lite.base + "/dags/nightly_sales?run=starved")
     expect(page.locator("#graph g.node[data-state=success]")).to_have_count(8, timeout=WAIT)
 

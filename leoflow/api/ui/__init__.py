@@ -1,6 +1,7 @@
-"""The web UI: pages, live regions, static assets and sessions, served beside the API.
+"""The web UI: server-rendered pages, their live updates (server-sent events), logs
+and actions, mounted on the API app at ``/`` and ``/ui``.
 
-Reads and acts through the API's own functions and store context. Never imports the
-scheduler, ``leoflow.kube``, ``leoflow.executor`` or ``kubernetes_asyncio``; the API's
-routes never import this package (only the app mounts it).
+It reads through the API's own functions and the store; it never imports the
+scheduler, never reaches Kubernetes, and the API's routes never import it (only
+``api.app`` mounts it).
 """

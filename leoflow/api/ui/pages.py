@@ -16,7 +16,7 @@ import jinja2
 from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
-from leoflow.api.ui import views
+from leoflow.api.ui import present, views, waiting
 from leoflow.api.ui.session import Session
 from leoflow.domain.states import TASK_TERMINAL
 
@@ -63,11 +63,11 @@ async def _task(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str])
 async def _waiting(
     ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
 ) -> dict[str, Any]:
-    return await views.waiting_view(ctx)
+    return await waiting.waiting_view(ctx)
 
 
 async def _pools(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
-    return await views.pools_view(ctx, s.principal)
+    return await waiting.pools_view(ctx, s.principal)
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def resolve(path: str) -> tuple[Page, list[str]] | None:
 
 def _state_icon(state: object) -> str:
     value = getattr(state, "value", state)
-    return views.STATE_ICON.get(str(value), "?")
+    return present.STATE_ICON.get(str(value), "?")
 
 
 def _env() -> jinja2.Environment:
@@ -121,14 +121,14 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.globals.update(
-        dag_url=views.dag_url,
-        run_url=views.run_url,
-        task_url=views.task_url,
-        iso=views.iso,
-        duration=views.duration,
+        dag_url=present.dag_url,
+        run_url=present.run_url,
+        task_url=present.task_url,
+        iso=present.iso,
+        duration=present.duration,
         icon=_state_icon,
-        icons=views.STATE_ICON,
-        quoted=views.quoted,
+        icons=present.STATE_ICON,
+        quoted=present.quoted,
         terminal_states=TASK_TERMINAL,
     )
     env.filters["sv"] = lambda state: getattr(state, "value", state)

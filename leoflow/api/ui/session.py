@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request, Response
+from starlette.requests import cookie_parser
 
 from leoflow.api.auth import Principal, Role
 from leoflow.api.context import ApiContext
@@ -109,19 +110,33 @@ def _new(ctx: ApiContext, keys: SessionKeys, binding: str, principal: Principal)
     )
 
 
+def _valid(ctx: ApiContext, raw: str | None) -> Session | None:
+    keys = keys_of(ctx)
+    decoded = _decode(keys, raw) if raw else None
+    if decoded is None:
+        return None
+    sid, binding, expires = decoded
+    if expires <= time.time() or sid in keys.revoked:
+        return None
+    principal = _principal_for(ctx, keys, binding)
+    if principal is None:
+        return None
+    return Session(sid, binding, expires, principal, keys.mac("csrf", sid))
+
+
+def from_cookie_header(ctx: ApiContext, cookie_header: str) -> Session | None:
+    """The valid session a raw ``Cookie`` header carries, if any (for the guard,
+    which sees headers only)."""
+    return _valid(ctx, cookie_parser(cookie_header).get(COOKIE))
+
+
 def current(request: Request, ctx: ApiContext) -> Session | None:
     """The request's session; a new anonymous one when auth is off; None to log in."""
-    keys = keys_of(ctx)
-    raw = request.cookies.get(COOKIE)
-    decoded = _decode(keys, raw) if raw else None
-    if decoded is not None:
-        sid, binding, expires = decoded
-        if expires > time.time() and sid not in keys.revoked:
-            principal = _principal_for(ctx, keys, binding)
-            if principal is not None:
-                return Session(sid, binding, expires, principal, keys.mac("csrf", sid))
+    found = _valid(ctx, request.cookies.get(COOKIE))
+    if found is not None:
+        return found
     if not ctx.auth.enabled:
-        return _new(ctx, keys, "", Principal("anonymous", Role.ADMIN))
+        return _new(ctx, keys_of(ctx), "", Principal("anonymous", Role.ADMIN))
     return None
 
 

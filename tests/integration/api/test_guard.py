@@ -19,17 +19,26 @@ from fastapi import FastAPI, WebSocket
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import Auth
-from leoflow.api.guard import OPEN_PATHS, PROBE_PATHS, check_strict_json, split_host
-from leoflow.api.ui.routes import authenticates_itself
+from leoflow.api.guard import OPEN_PATHS, PROBE_PATHS
+from leoflow.api.hosts import split_host
+from leoflow.api.strict_json import check_strict_json
+from leoflow.api.ui.gate import OPEN_WRITES, is_ui_path
 from leoflow.settings import Settings
 from leoflow.store import Store
-from tests.integration.api.conftest import DAG_YAML, auth_header, make_auth, make_settings
+from tests.integration.api.conftest import (
+    DAG_YAML,
+    TOKENS,
+    auth_header,
+    make_auth,
+    make_settings,
+)
 from tests.integration.api.seed import seed
 
 PATH_VALUES = {"dag_id": "etl", "run_id": "r", "task_id": "extract", "name": "gpu"}
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 ADMIN = auth_header("admin")
 HOST = "localhost:8080"
+TOKEN_BODY = json.dumps({"token": TOKENS["admin"]}).encode()
 
 
 def walk_routes(routes: Any) -> Iterator[tuple[str, str]]:
@@ -125,6 +134,21 @@ async def guarded(store: Store, settings: Settings) -> FastAPI:
     return create_app(store, settings, auth=make_auth())
 
 
+@pytest.fixture
+async def admin(guarded: FastAPI) -> dict[str, str]:
+    """An admin's credentials both ways: a bearer token (the API) and a web UI session
+    cookie made by logging in (the UI's writes)."""
+    login = await asgi(
+        guarded, "POST", "/ui/login",
+        {"Host": HOST, "Origin": f"http://{HOST}", "Content-Type": "application/json",
+         "Content-Length": str(len(TOKEN_BODY))},
+        [TOKEN_BODY],
+    )  # fmt: skip
+    assert login.status == 200, login.body
+    cookie = login.headers["set-cookie"].split(";", 1)[0]
+    return {**ADMIN, "Cookie": cookie}
+
+
 def test_the_matrix_sees_every_route(guarded: FastAPI) -> None:
     routes = set(walk_routes(guarded.routes))
     # A floor, not the list: the walk must reach into the included routers.
@@ -157,7 +181,12 @@ def _media(method: str, template: str) -> str:
 
 @pytest.mark.parametrize(("method", "template"), ROUTES, ids=[f"{m} {t}" for m, t in ROUTES])
 async def test_every_route_refuses_hostile_requests(
-    guarded: FastAPI, store: Store, settings: Settings, method: str, template: str
+    guarded: FastAPI,
+    store: Store,
+    settings: Settings,
+    admin: dict[str, str],
+    method: str,
+    template: str,
 ) -> None:
     path = concrete(template)
     media = _media(method, template)
@@ -166,7 +195,7 @@ async def test_every_route_refuses_hostile_requests(
 
     # A foreign Host (DNS rebinding): refused, except the probes kubelet sends by IP.
     for host in ("evil.example", "evil.example:8080", "localhost.evil.example", ""):
-        answer = await asgi(guarded, method, path, {**ADMIN, "Host": host})
+        answer = await asgi(guarded, method, path, {**admin, "Host": host})
         if template in PROBE_PATHS and method == "GET":
             assert answer.status != 400, answer.body
         else:
@@ -184,7 +213,7 @@ async def test_every_route_refuses_hostile_requests(
             {"Origin": f"http://{HOST}", "Sec-Fetch-Site": "cross-site"},
         ):
             answer = await asgi(
-                guarded, method, path, {**ADMIN, **body_headers(media, len(body)), **extra},
+                guarded, method, path, {**admin, **body_headers(media, len(body)), **extra},
                 [body],
             )  # fmt: skip
             assert answer.status == 403, (extra, answer.body)
@@ -198,7 +227,7 @@ async def test_every_route_refuses_hostile_requests(
         "application/x-www-form-urlencoded",
         "",
     ):
-        headers = {**ADMIN, **body_headers(wrong, len(body))}
+        headers = {**admin, **body_headers(wrong, len(body))}
         if not wrong:
             del headers["Content-Type"]
         answer = await asgi(guarded, method, path, headers, [body])
@@ -208,7 +237,7 @@ async def test_every_route_refuses_hostile_requests(
 
     # Oversize: by Content-Length at once; chunked, stopped at the limit.
     answer = await asgi(
-        guarded, method, path, {**ADMIN, **body_headers(media, limit + 1)}, [b"x" * (limit + 1)]
+        guarded, method, path, {**admin, **body_headers(media, limit + 1)}, [b"x" * (limit + 1)]
     )
     assert answer.status == 413, answer.body
     assert answer.pulled == 0
@@ -216,7 +245,7 @@ async def test_every_route_refuses_hostile_requests(
     assert "connection" not in answer.headers
     chunk = b"x" * 1000
     answer = await asgi(
-        guarded, method, path, {**ADMIN, **body_headers(media, None)}, [chunk] * 100
+        guarded, method, path, {**admin, **body_headers(media, None)}, [chunk] * 100
     )
     assert answer.status == 413, answer.body
     assert "LEOFLOW_API_" in answer.detail and str(limit) in answer.detail
@@ -230,14 +259,18 @@ async def test_every_route_refuses_hostile_requests(
         )
         if template in OPEN_PATHS:
             assert answer.status != 401
-        elif authenticates_itself(path):
-            # The web UI's own: no session is the login page or a refusal, never data;
+        elif is_ui_path(path) and method in WRITES and path not in OPEN_WRITES:
+            # A web UI write without a valid session: refused by the guard from its
+            # headers (the session cookie), like an API call without a token.
+            assert answer.status == 401, (template, answer.status, answer.body)
+            assert "session" in answer.detail
+            assert answer.pulled == 0
+        elif is_ui_path(path):
+            # A UI page without a session is the login page or a refusal, never data;
             # only the login call itself reads its body (the token is in it).
             assert answer.status in (303, 307, 400, 401, 403, 404, 422) or (
                 method == "GET" and template in UI_OPEN
             ), (template, answer.status)
-            # The guard reads the body (bounded by its limit) before the UI checks the
-            # session; the UI then refuses it without acting.
             assert answer.pulled <= limit
         else:
             assert answer.status == 401, (token, answer.body)

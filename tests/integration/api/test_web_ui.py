@@ -14,10 +14,12 @@ from fastapi import FastAPI
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import Auth
+from leoflow.api.ui import waiting
+from leoflow.domain.states import TaskState
 from leoflow.settings import Settings
 from leoflow.store import Store
 from tests.integration.api.conftest import TOKENS, make_auth
-from tests.integration.api.seed import seed, snapshot
+from tests.integration.api.seed import move, seed, snapshot
 
 BASE = "http://localhost"
 SAME = {"Origin": BASE, "Content-Type": "application/json"}
@@ -245,3 +247,26 @@ async def test_logout_ends_the_session(ui: httpx.AsyncClient, tmp_path: Path) ->
     assert r.status_code == 200
     ui.cookies.set("leoflow_session", cookie)  # even replayed, the session is over
     assert (await ui.get("/")).status_code == 303
+    # A write with it is refused by the guard, from the cookie, before the route.
+    pause = {"json": {"dag_id": "etl"}, "headers": {**SAME, "X-CSRF-Token": csrf}}
+    r = await ui.post("/ui/actions/pause", **pause)  # type: ignore[arg-type]
+    assert r.status_code == 401 and "session" in r.json()["detail"]
+    ui.cookies.set("leoflow_session", cookie[:-4] + "0000")  # a forged signature
+    r = await ui.post("/ui/actions/pause", **pause)  # type: ignore[arg-type]
+    assert r.status_code == 401 and "session" in r.json()["detail"]
+
+
+async def test_waiting_classifies_a_bounded_number_and_counts_the_rest(
+    open_ui: httpx.AsyncClient, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = await store.find_run("etl", "q")
+    assert run is not None
+    for ti in await store.list_task_instances(run_pk=run.pk):
+        await move(store, ti.pk, TaskState.SCHEDULED)
+    monkeypatch.setattr(waiting, "CLASSIFIED", 2)
+    page = (await open_ui.get("/waiting")).text
+    # Two classified by admission, the third counted, and the queued run q.
+    assert "scheduled, behind the first 2 in admission order" in page
+    assert page.count('<span class="count">1</span> scheduled, behind the first 2') == 1
+    assert "DAG etl: max_active_runs" in page
+    assert "4 waiting in" in page

@@ -355,7 +355,8 @@
       this.el = $("#log");
       if (!this.el) return;
       $("#log-earlier").addEventListener("click", () => this.loadEarlier());
-      await this.load();
+      // Try 0: no try yet; liveChanged loads the first one when it starts.
+      if (this.el.dataset.try !== "0") await this.load();
     },
     async load() {
       const text = $("#log-text");
@@ -419,6 +420,7 @@
         this.el.dataset.try = String(latestTry);
         this.el.dataset.live = isLive ? "yes" : "no";
         $("#log-text").innerHTML = "";
+        $("#log-text").hidden = false;
         $("#log-text").setAttribute("aria-label", "log of try " + latestTry);
         this.load();
         return;

@@ -1,0 +1,138 @@
+"""The DAG page's two big pieces, the graph and the grid, built as markup in Python.
+
+A 300-task DAG has 300 nodes, ~300 edges and 1,200 grid squares: as Jinja macros
+they cost most of the page's time. Here each is one f-string with its text
+escaped; the edges depend on the spec only, so they are cached with its layout.
+The markup is the one the templates used to make (the browser tests read its
+``data-task``/``data-state`` attributes and classes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+from markupsafe import Markup
+
+from leoflow.api.ui.present import STATE_ICON, dag_url, quoted, task_url
+from leoflow.domain.dag import DagSpec
+from leoflow.domain.graph_layout import EdgePath, GraphLayout, layout_graph
+from leoflow.domain.progress import topological_order
+from leoflow.domain.states import TaskState
+from leoflow.store.rows import DagRow, RunRow
+
+_LABEL_CHARS = 20
+_KEPT = 64
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """A spec's layout, task order and the markup of its edges (no run changes them)."""
+
+    layout: GraphLayout
+    order: tuple[str, ...]
+    edges: Markup
+
+
+_DRAWINGS: OrderedDict[str, Drawing] = OrderedDict()
+
+
+def _edge_path(e: EdgePath) -> str:
+    parts = []
+    for i, p in enumerate(e.points):
+        if i == 0:
+            parts.append(f"M{p[0]},{p[1]}")
+            continue
+        q = e.points[i - 1]
+        mid = (q[0] + p[0]) / 2
+        parts.append(f" C{mid},{q[1]} {mid},{p[1]} {p[0]},{p[1]}")
+    return f'<path class="edge" marker-end="url(#arrow)" d="{"".join(parts)}"/>'
+
+
+def drawing_of(row: DagRow, spec: DagSpec) -> Drawing:
+    cached = _DRAWINGS.get(row.spec_hash)
+    if cached is None:
+        layout = layout_graph({t.task_id: t.depends_on for t in spec.tasks.values()})
+        cached = Drawing(
+            layout, topological_order(spec), Markup("\n".join(_edge_path(e) for e in layout.edges))
+        )
+        _DRAWINGS[row.spec_hash] = cached
+        while len(_DRAWINGS) > _KEPT:
+            _DRAWINGS.popitem(last=False)
+    else:
+        _DRAWINGS.move_to_end(row.spec_hash)
+    return cached
+
+
+def graph_nodes(
+    layout: GraphLayout,
+    dag_id: str,
+    run: RunRow | None,
+    states: Mapping[str, TaskState],
+) -> Markup:
+    """Each node coloured and labelled by its state in ``run`` (``none`` without one)."""
+    out = []
+    for n in layout.nodes:
+        state = states.get(n.task_id)
+        st = state.value if state is not None else "none"
+        task = escape(n.task_id)
+        href = f' href="{task_url(dag_id, run.run_id, n.task_id)}"' if run else ""
+        label = n.task_id if len(n.task_id) <= _LABEL_CHARS else n.task_id[:19] + "\u2026"
+        out.append(
+            f'<a{href} class="node-link" data-task="{task}">'
+            f'<g class="node s-{st}" data-task="{task}" data-state="{st}" '
+            f'transform="translate({n.x},{n.y})"><title>{task}: {st}</title>'
+            f'<rect width="{n.width}" height="{n.height}" rx="6"/>'
+            f'<text class="ic" x="14" y="{n.height / 2 + 5}" text-anchor="middle">'
+            f"{STATE_ICON.get(st, '?')}</text>"
+            f'<text class="label" x="28" y="{n.height / 2 + 4.5}">{escape(label)}</text></g></a>'
+        )
+    return Markup("\n".join(out))
+
+
+@dataclass
+class GridColumn:
+    run: RunRow
+    states: dict[str, TaskState] = field(default_factory=dict)
+
+
+def grid_rows(dag_id: str, order: Sequence[str], columns: Sequence[GridColumn]) -> Markup:
+    """A row per task, a square per (task, run): its state as colour, icon and words."""
+    prefixes = [(f"{dag_url(dag_id)}/runs/{quoted(c.run.run_id)}/tasks/", c) for c in columns]
+    # Escaped once per task and per run, not per square; a quoted URL has no
+    # character HTML would need escaped.
+    runs = [escape(c.run.run_id) for c in columns]
+    rows = []
+    for t in order:
+        task, link = escape(t), quoted(t)
+        cells = []
+        for (prefix, c), run in zip(prefixes, runs, strict=True):
+            state = c.states.get(t)
+            if state is None:
+                cells.append('<td><span class="sq s-none" title="not in this run">·</span></td>')
+                continue
+            st = state.value
+            label = f"{task} in {run}: {st}"
+            cells.append(
+                f'<td><a class="sq s-{st}" href="{prefix}{link}" title="{label}" '
+                f'aria-label="{label}">{STATE_ICON.get(st, "?")}</a></td>'
+            )
+        rows.append(f'<tr><th scope="row" class="task-col">{task}</th>{"".join(cells)}</tr>')
+    return Markup("\n".join(rows))
+
+
+def run_squares(dag_id: str, runs: Sequence[RunRow]) -> Markup:
+    """A DAG's last runs as squares (the DAGs page): state as colour, icon and words."""
+    if not runs:
+        return Markup('<span class="muted">no runs yet</span>')
+    prefix = f"{dag_url(dag_id)}/runs/"
+    out = []
+    for r in runs:
+        st, run = r.state.value, escape(r.run_id)
+        out.append(
+            f'<a class="sq s-{st}" href="{prefix}{quoted(r.run_id)}" title="{run}: {st}" '
+            f'aria-label="{run}: {st}">{STATE_ICON.get(st, "?")}</a>'
+        )
+    return Markup("".join(out))

@@ -1,0 +1,63 @@
+"""What every web UI route answers with: the security headers, the session cookie
+when the request made one, a page's context, and server-sent event streams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from leoflow.api.context import ApiContext
+from leoflow.api.ui import pages, session
+from leoflow.api.ui.present import Viewer
+
+_SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+    "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; "
+    "base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+
+def ctx_of(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.leoflow
+    return ctx
+
+
+def finish(request: Request, response: Response, s: session.Session | None) -> Response:
+    if s is not None and s.fresh:
+        session.set_cookie(request, response, ctx_of(request), s)
+    response.headers.update(_SECURITY_HEADERS)
+    return response
+
+
+async def page_context(
+    ctx: ApiContext, s: session.Session, page: pages.Page, args: list[str], query: dict[str, str]
+) -> dict[str, Any]:
+    """The page's template context, with who is looking (``me``) and the time."""
+    context = await page.build(ctx, s, args, query)
+    context.update(
+        me=Viewer(s.principal, s.csrf, ctx.auth.enabled), page_name=page.name, now=ctx.clock()
+    )
+    return context
+
+
+def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def event_stream(
+    request: Request, stream: AsyncIterator[bytes], s: session.Session | None
+) -> Response:
+    response = StreamingResponse(
+        stream,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+    return finish(request, response, s)
