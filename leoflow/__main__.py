@@ -1,5 +1,5 @@
 """``python -m leoflow``: the ``leoflow`` command, as the agent runs ``leoflow ...`` tasks."""
 
-from leoflow.cli import main
+from leoflow.commands.main import main
 
 raise SystemExit(main())

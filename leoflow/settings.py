@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -74,6 +73,10 @@ class _YamlFileSource(PydanticBaseSettingsSource):
         super().__init__(settings_cls)
         self._data: dict[str, Any] = {}
         if path is not None:
+            # Here, not at the top: without --config (the usual case) the settings load
+            # sooner, and `leoflow run` starts its agent sooner.
+            import yaml
+
             try:
                 loaded = yaml.safe_load(path.read_text()) or {}
             except (OSError, yaml.YAMLError) as exc:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from leoflow.domain.dag import TaskSpec
+if TYPE_CHECKING:  # the DAG models cost ~50 ms to import; Lite starts its agent first
+    from leoflow.domain.dag import TaskSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,12 @@ class LaunchError(Exception):
 class Executor(Protocol):
     name: str
     uses_agent: bool
+
+    async def warm(self) -> None:
+        """Get ready for the first launch before the scheduler starts (Lite's agent
+        executor starts its pool agent, so its start-up overlaps the caller's); the
+        executors with nothing to prepare return at once."""
+        ...
 
     async def start(self, report: Report) -> None: ...
 

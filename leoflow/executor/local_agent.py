@@ -60,11 +60,12 @@ class LocalAgentExecutor:
     name = "agent"
     uses_agent = True
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, agent_endpoint: str | None) -> None:
         self.settings = settings
         if settings.task_user:
             resolve_task_user(settings.task_user)  # an unknown user stops Lite at start
-        self.agent_endpoint: str | None = None
+        # Where the agent dials; None only when the endpoint could not be served.
+        self.agent_endpoint = agent_endpoint
         self._report: Report | None = None
         self._process: PipedChild | None = None
         self._reader: asyncio.Task[None] | None = None

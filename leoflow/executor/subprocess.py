@@ -80,6 +80,9 @@ class SubprocessExecutor:
         self._kill_grace = kill_grace
         self._children: dict[tuple[int, int], _Child] = {}
 
+    async def warm(self) -> None:
+        """Nothing to prepare: each task is its own child."""
+
     async def start(self, report: Report) -> None:
         self._report = report
 

@@ -78,9 +78,12 @@ class KubernetesExecutor:
         adopt_timeout: float = 30.0,
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
+        agent_endpoint: str | None = None,
     ) -> None:
         self.settings = settings
-        self.agent_endpoint: str | None = settings.agent_endpoint
+        # What task pods dial: the runtime passes the endpoint's address (the configured
+        # LEOFLOW_AGENT_ENDPOINT when set); built alone, the setting.
+        self.agent_endpoint = agent_endpoint or settings.agent_endpoint
         self.client = client
         self._own_client = client is None
         self._clock = clock
@@ -115,6 +118,9 @@ class KubernetesExecutor:
         return executor
 
     # ---- Executor protocol -------------------------------------------------------------
+
+    async def warm(self) -> None:
+        """Nothing to prepare: the pod cache's list and watch begin with ``start``."""
 
     async def start(self, report: Report) -> None:
         self._report = report

@@ -17,7 +17,7 @@ from typing import Any
 
 from leoflow.domain.backfill import run_env
 from leoflow.domain.dag import DagSpec, TaskSpec
-from leoflow.domain.execution import Executor, TaskFinished, TaskStarted, context_env
+from leoflow.domain.execution import TaskFinished, TaskStarted, context_env
 from leoflow.domain.progress import end_of_try
 from leoflow.domain.states import TaskState
 from leoflow.scheduler.agent_backend import (
@@ -29,7 +29,7 @@ from leoflow.scheduler.agent_backend import (
 )
 from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
-from leoflow.secrets import DirectorySecrets, SecretBackend
+from leoflow.secrets import SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
 from leoflow.store.diskfull import StoreFull
@@ -251,15 +251,16 @@ async def start_agent_service(
     settings: Settings,
     store: Store,
     scheduler: Scheduler | Callable[[], Scheduler | None],
-    executor: Executor | None,
+    secrets: SecretBackend,
 ) -> AgentService:
-    """Serve the agent endpoint; tell the executor, if given, where its agents dial.
+    """Serve the agent endpoint; the returned address is what agents dial.
 
     ``scheduler`` is this process's scheduler, or a callable returning the one
-    leading here now (None on a replica that does not lead).
+    leading here now (None on a replica that does not lead). ``secrets`` answers
+    ResolveSecret (the runtime chooses the backend from the settings).
     """
     current = scheduler if callable(scheduler) else (lambda: scheduler)
-    backend = SchedulerBackend(current, store, DirectorySecrets(settings.resolved_secrets_dir))
+    backend = SchedulerBackend(current, store, secrets)
     endpoint = AgentEndpoint(
         backend,
         signing_key(settings),
@@ -274,9 +275,6 @@ async def start_agent_service(
         ).credentials()
     bound = await endpoint.start(settings.agent_listen, tls=tls)
     address = settings.agent_endpoint or dial_address(bound)
-    target: Any = executor
-    if target is not None and hasattr(target, "agent_endpoint"):
-        target.agent_endpoint = address
     log.info(
         "agent endpoint listening on %s (%s); agents dial %s",
         bound,

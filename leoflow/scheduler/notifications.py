@@ -20,7 +20,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from prometheus_client import Counter
 
 from leoflow.domain.notify import Notification, NotifyEvent, NotifyRule, payload, rules_for
@@ -28,6 +27,8 @@ from leoflow.domain.states import RunState, TaskState
 from leoflow.secrets import SecretBackend
 
 if TYPE_CHECKING:
+    import httpx
+
     from leoflow.scheduler.mirror import RunMirror, TaskMirror
     from leoflow.store.rows import TaskChange
 
@@ -147,6 +148,8 @@ class Notifications:
 
     def _ensure_started(self) -> asyncio.Queue[Delivery]:
         if self._queue is None:
+            import httpx  # here: a run without notifications (leoflow run) never pays for it
+
             self._queue = asyncio.Queue(self.config.queue_size)
             self._client = httpx.AsyncClient(timeout=self.config.timeout)
             self._workers = [
@@ -200,6 +203,8 @@ class Notifications:
         body = payload(rule.format, note)
         delay = self.config.backoff
         why = ""
+        import httpx  # loaded already by _ensure_started
+
         for attempt in range(1, self.config.attempts + 1):
             ATTEMPTS.inc()
             assert self._client is not None

@@ -118,3 +118,37 @@ def test_db_prune_dry_run_then_prune(leoflow: Leoflow, tmp_path: Path) -> None:
     bad = leoflow("db", "prune", "--older-than", "soon")
     assert bad.returncode == 2
     assert "--older-than" in bad.stderr
+
+
+def test_the_early_agent_runs_the_task_and_leaves_no_socket_behind(
+    leoflow: Leoflow, env: dict[str, str], tmp_path: Path
+) -> None:
+    # `leoflow run` starts its agent on a Unix socket in a private temp directory
+    # before the store opens; that directory goes when the run ends, failed or not.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env["TMPDIR"] = str(scratch)
+    dag = tmp_path / "one.yaml"
+    dag.write_text('dag_id: one\ntasks:\n  only:\n    command: ["sh", "-c", "echo hi"]\n')
+    done = leoflow("run", str(dag), "--executor", "agent")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert _row(done.stdout.split("\n\n")[-2], "only")[1:3] == ["success", "1"]
+    missing = leoflow("run", str(tmp_path / "absent.yaml"), "--executor", "agent")
+    assert missing.returncode == 1
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("leoflow-run-")] == []
+
+
+def test_a_temp_dir_too_long_for_a_unix_socket_runs_on_the_usual_endpoint(
+    leoflow: Leoflow, env: dict[str, str], tmp_path: Path
+) -> None:
+    # The early agent's socket path must fit sun_path (108 bytes); under a longer
+    # TMPDIR leoflow run takes the usual path (endpoint first, on loopback TCP).
+    scratch = tmp_path / ("t" * 100)
+    scratch.mkdir()
+    env["TMPDIR"] = str(scratch)
+    dag = tmp_path / "one.yaml"
+    dag.write_text('dag_id: one\ntasks:\n  only:\n    command: ["sh", "-c", "echo hi"]\n')
+    done = leoflow("run", str(dag), "--executor", "agent")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert _row(done.stdout.split("\n\n")[-2], "only")[1:3] == ["success", "1"]
+    assert list(scratch.iterdir()) == []

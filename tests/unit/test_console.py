@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leoflow.console import table
+from leoflow.commands.tables import table
 
 
 def test_a_table_cell_cannot_move_the_cursor() -> None:

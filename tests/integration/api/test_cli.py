@@ -36,7 +36,7 @@ async def cli(
     base = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
     base.update({"LEOFLOW_SERVER": live.url, "LEOFLOW_TOKEN": TOKENS[role], **(env or {})})
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "leoflow.remote_cli", *argv,
+        sys.executable, "-m", "leoflow", *argv,
         env=base, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)

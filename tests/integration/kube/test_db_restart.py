@@ -21,7 +21,7 @@ from leoflow.api.app import create_app
 from leoflow.api.auth import Auth
 from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
-from leoflow.lite import record_dag
+from leoflow.runtime.dagfolder import record_dag
 from leoflow.settings import Settings, load_settings
 from leoflow.store import Store
 from tests.fakekube import FakeApiServer, FakeKubelet

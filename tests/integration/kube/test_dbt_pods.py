@@ -19,7 +19,7 @@ import pytest
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.dbt.project import expander
 from leoflow.domain.states import RunState, TaskState
-from leoflow.lite import run_dag
+from leoflow.runtime.lite import run_dag
 from leoflow.settings import TaskPodSecurity, load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet
 from tests.support.dbt import copy_project, dbt_bin, query

@@ -12,7 +12,8 @@ import pytest
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.backfill import plan_backfill
 from leoflow.domain.states import RunState
-from leoflow.lite import open_runtime, record_dag
+from leoflow.runtime.assembly import open_runtime
+from leoflow.runtime.dagfolder import record_dag
 from leoflow.store.backfills import create_backfill, get_backfill
 from tests.fakekube import FakeApiServer, FakeKubelet
 

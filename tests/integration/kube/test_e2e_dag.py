@@ -16,7 +16,7 @@ import pytest
 
 from leoflow.dagfile.loader import LoadedDag, LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
-from leoflow.lite import run_dag
+from leoflow.runtime.lite import run_dag
 from leoflow.settings import load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet
 
@@ -120,7 +120,7 @@ async def test_leoflow_run_cli_with_the_kubernetes_executor(
     )
     async with FakeKubelet(server, run_commands=True, namespace=TASK_NS):
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "leoflow.cli", "run", str(path), "--executor", "kubernetes",
+            sys.executable, "-m", "leoflow", "run", str(path), "--executor", "kubernetes",
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         out, _ = await asyncio.wait_for(proc.communicate(), 60)

@@ -10,7 +10,7 @@ import pytest
 
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState
-from leoflow.lite import run_dag
+from leoflow.runtime.lite import run_dag
 from tests.fakekube import FakeApiServer, FakeKubelet
 from tests.support.webhook import WebhookServer
 

@@ -14,7 +14,7 @@ import pytest
 
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
-from leoflow.lite import run_dag
+from leoflow.runtime.lite import run_dag
 from leoflow.settings import load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet
 

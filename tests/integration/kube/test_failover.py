@@ -17,9 +17,10 @@ from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
 from leoflow.kube.client import KubeClient
 from leoflow.kube.leader import ElectionConfig, LeaderElector
-from leoflow.lite import record_dag
-from leoflow.pro import SchedulerReplica
-from leoflow.scheduler.agent_service import AgentService, start_agent_service
+from leoflow.runtime.dagfolder import record_dag
+from leoflow.runtime.parts import serve_agents
+from leoflow.runtime.pro import SchedulerReplica
+from leoflow.scheduler.agent_service import AgentService
 from leoflow.settings import Settings, load_settings
 from leoflow.store import Store
 from tests.fakekube import FakeApiServer, FakeKubelet
@@ -61,9 +62,7 @@ class Node:
         self.store = await Store.open(self.settings.resolved_database_url)
         self.replica = SchedulerReplica(self.settings, self.store, "kubernetes")
         self.replica.identity = self.name
-        self.service = await start_agent_service(
-            self.settings, self.store, self.replica.current, None
-        )
+        self.service = await serve_agents(self.settings, self.store, self.replica.current)
         self.replica.agent_address = service_address  # pods dial the Service, not a replica
         self.client = await KubeClient.from_settings(self.settings)
         election = self.settings.leader_election

@@ -22,7 +22,7 @@ import pytest
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.kube.metrics import CALL_RETRIES
-from leoflow.lite import run_dag
+from leoflow.runtime.lite import run_dag
 from leoflow.scheduler.core import Scheduler
 from leoflow.settings import load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet, Outcome
@@ -114,7 +114,12 @@ async def run_through_outage(
     async with FakeKubelet(server, default=Outcome.succeed(after=0.5), namespace=TASK_NS):
         breaker = asyncio.create_task(outage())
         final, runtime = await asyncio.wait_for(
-            run_dag(settings, loaded, executor_name="kubernetes", watch=schedulers.append),
+            run_dag(
+                settings,
+                loaded,
+                executor_name="kubernetes",
+                watch=lambda rt: schedulers.append(rt.scheduler),
+            ),
             scale.outage + 240,
         )
         await breaker

@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL, make_url
 
 from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
-from leoflow.lite import record_dag
+from leoflow.runtime.dagfolder import record_dag
 from leoflow.store import Store, TaskSeed
 from tests.support.proxy import CuttableProxy
 

@@ -24,7 +24,8 @@ import pytest
 
 from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
-from leoflow.lite import Runtime, open_runtime, record_dag
+from leoflow.runtime.assembly import Runtime, open_runtime
+from leoflow.runtime.dagfolder import record_dag
 from leoflow.settings import load_settings
 
 PY = sys.executable

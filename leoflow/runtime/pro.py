@@ -18,20 +18,19 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
 
 from leoflow.domain.leadership import Elector
-from leoflow.health import serve_health
-from leoflow.lite import make_executor, scheduler_config
+from leoflow.runtime.assembly import Closer
+from leoflow.runtime.health import serve_health
+from leoflow.runtime.lease import db_election_config
+from leoflow.runtime.parts import make_executor, scheduler_config, secret_backend, serve_agents
 from leoflow.scheduler import metrics
-from leoflow.scheduler.agent_service import start_agent_service
 from leoflow.scheduler.core import Scheduler
-from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
 from leoflow.store import Store
 from leoflow.store.errors import StoreError
 
-log = logging.getLogger("leoflow.pro")
+log = logging.getLogger("leoflow.runtime.pro")
 
 
 def identity_of(settings: Settings) -> str:
@@ -61,15 +60,14 @@ class SchedulerReplica:
         log.info("took office with epoch %d", epoch)
         scheduler: Scheduler | None = None
         try:
-            executor = make_executor(self.settings, self.executor_name)
-            target: Any = executor
-            if hasattr(target, "agent_endpoint"):
-                target.agent_endpoint = self.agent_address
+            executor = make_executor(
+                self.settings, self.executor_name, agent_endpoint=self.agent_address
+            )
             pools = {p.name: p.slots for p in await self.store.list_pools()}
             scheduler = Scheduler(
                 self.store, executor, scheduler_config(self.settings, pools), epoch=epoch
             )
-            scheduler.notifications.secrets = DirectorySecrets(self.settings.resolved_secrets_dir)
+            scheduler.notifications.secrets = secret_backend(self.settings)
             await scheduler.start()
             self.scheduler = scheduler
             await scheduler.join()
@@ -103,9 +101,9 @@ async def serve_scheduler(settings: Settings, *, executor_name: str | None = Non
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    closers: list[Any] = []
+    closers: list[Closer] = []
     try:
-        service = await start_agent_service(settings, store, replica.current, None)
+        service = await serve_agents(settings, store, replica.current)
         replica.agent_address = service.address
         closers.append(service.close)
         if settings.metrics_listen:
@@ -134,18 +132,9 @@ async def _lead_by_database(
     settings: Settings, replica: SchedulerReplica, stop: asyncio.Event
 ) -> None:
     """Without Kubernetes the lease is a row in the store, with the Lease's semantics."""
-    from leoflow.store.leader import DbElectionConfig, DbLeaderElector
+    from leoflow.store.leader import DbLeaderElector
 
-    election = settings.leader_election
-    elector = DbLeaderElector(
-        replica.store,
-        DbElectionConfig(
-            identity=replica.identity,
-            lease_duration=election.lease_duration,
-            renew_deadline=election.renew_deadline,
-            retry_period=election.retry_period,
-        ),
-    )
+    elector = DbLeaderElector(replica.store, db_election_config(settings, replica.identity))
     await _run_elector(elector, replica, stop)
 
 

@@ -14,10 +14,10 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+from leoflow.commands.tables import table
 from leoflow.domain.durations import format_duration
 from leoflow.domain.printable import printable
 from leoflow.domain.states import TaskState
-from leoflow.scheduler.core import Scheduler
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.store.rows import TaskInstanceRow
 
@@ -32,19 +32,6 @@ _MARK = {
     TaskState.UPSTREAM_FAILED: "⊘",
     TaskState.SKIPPED: "-",
 }
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Columns padded to fit; cells come from DAGs and tasks, so control characters are
-    shown escaped rather than obeyed by the terminal."""
-    cells = [[printable(str(cell)) for cell in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in cells:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines)
 
 
 def final_table(tis: Sequence[TaskInstanceRow], order: Sequence[str]) -> str:
@@ -64,7 +51,7 @@ def final_table(tis: Sequence[TaskInstanceRow], order: Sequence[str]) -> str:
 
 
 class Progress:
-    """Follows one run through the scheduler's change callbacks."""
+    """Follows one run: a ``RunObserver`` (``Runtime.observe``) of the scheduler."""
 
     def __init__(self, stream: TextIO = sys.stdout, live: bool | None = None) -> None:
         self.stream = stream
@@ -75,17 +62,13 @@ class Progress:
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
 
-    def attach(self, scheduler: Scheduler) -> None:
-        scheduler.on_task_change = self._on_task
-        scheduler.on_run_change = self._on_run
-
-    def _on_run(self, run: RunMirror) -> None:
+    def run_changed(self, run: RunMirror) -> None:
         self.run = run
         self._dirty = True
         if not self.live:
             self._line(f"run {run.run_id} {run.state.value}")
 
-    def _on_task(self, run: RunMirror, ti: TaskMirror) -> None:
+    def task_changed(self, run: RunMirror, ti: TaskMirror) -> None:
         self.run = run
         self._dirty = True
         if not self.live:

@@ -18,17 +18,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from leoflow.remote_cli import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    ApiError,
-    _call,
-    _client,
-    _print_json,
-    _run,
-    add_remote_options,
-)
+from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from leoflow.commands.http import ApiError, add_remote_options
+from leoflow.commands.http import api_command as _run
+from leoflow.commands.http import call as _call
+from leoflow.commands.http import client as _client
+from leoflow.commands.http import print_json as _print_json
 
 POLL_SECONDS = 1.0
 

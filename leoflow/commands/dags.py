@@ -1,0 +1,228 @@
+"""``leoflow dags``: ``validate`` and ``next`` read DAG files here; ``apply``, ``list``,
+``pause`` and ``unpause`` go through the API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load_target, settings_of
+from leoflow.commands.http import Command, api_command, api_parser, call, client, print_json, url
+from leoflow.commands.tables import table_of
+from leoflow.domain.printable import printable
+
+if TYPE_CHECKING:
+    from leoflow.domain.dag import DagSpec
+
+
+def _names(text: str | None) -> set[str] | None:
+    return None if text is None else {p.strip() for p in text.split(",") if p.strip()}
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from leoflow.dagfile.loader import LoadOptions, load_dag_folder
+    from leoflow.dbt.project import expander
+
+    options = LoadOptions(
+        known_pools=_names(args.pools), passthrough=_names(args.passthrough), dbt=expander()
+    )
+    result = load_dag_folder(Path(args.path), options)
+    for error in result.errors:
+        print(error, file=sys.stderr)
+    for dag_id, loaded in sorted(result.dags.items()):
+        print(printable(f"ok  {dag_id}  ({len(loaded.spec.tasks)} tasks)  {loaded.path}"))
+        _note_catchup(args, loaded.spec)
+    if result.errors:
+        problems = sum(len(e.problems) for e in result.errors)
+        print(
+            f"{len(result.errors)} file(s) with {problems} problem(s); "
+            f"{len(result.dags)} DAG(s) valid",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if not result.dags:
+        print(f"no DAG files (*.yaml, *.yml) under {args.path}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _note_catchup(args: argparse.Namespace, spec: DagSpec) -> None:
+    """Say before it happens when catchup will be held back by max_catchup_runs."""
+    if not (spec.catchup and spec.schedule and spec.start_date is not None):
+        return
+    import time
+
+    from leoflow.domain.schedule import due_runs
+
+    cap = int(settings_of(args).max_catchup_runs)
+    now = time.time()
+    if len(due_runs(spec, None, now, now, limit=cap + 1)) > cap:
+        print(
+            f"note: {spec.dag_id} catches up from {spec.start_date.isoformat()}: more than "
+            f"{cap} runs are due now; the scheduler keeps {cap} queued at a time and creates "
+            "the rest as those start (max_catchup_runs, LEOFLOW_MAX_CATCHUP_RUNS)",
+            file=sys.stderr,
+        )
+
+
+def cmd_next(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from leoflow.dagfile.loader import LoadOptions
+    from leoflow.domain.schedule import next_fires
+
+    if not 1 <= args.n <= 1000:
+        print("leoflow: -n must be between 1 and 1000", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        after = datetime.fromisoformat(args.after) if args.after else datetime.now(UTC)
+    except ValueError:
+        print(f"leoflow: --after {args.after!r} is not an ISO 8601 time", file=sys.stderr)
+        return EXIT_USAGE
+    after = after if after.tzinfo is not None else after.replace(tzinfo=UTC)
+    dags_dir = Path(args.dags) if args.dags else None
+    if dags_dir is None and not Path(args.target).suffix:
+        dags_dir = settings_of(args).dags_folder
+    loaded = load_target(args.target, dags_dir, LoadOptions())
+    if loaded is None:
+        return EXIT_FAILED
+    spec = loaded.spec
+    if spec.schedule is None:
+        print(f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr)
+        return EXIT_FAILED
+    zone = ZoneInfo(spec.timezone)
+    print(f"{spec.dag_id}: {spec.schedule!r} in {spec.timezone}")
+    fires = next_fires(spec, after, args.n)
+    for fire in fires:
+        local = fire.astimezone(zone)
+        zone_name = f"{local:%Z}"
+        print(f"{local:%Y-%m-%d %H:%M %a} {zone_name:<5} ({local:%z})   {fire:%Y-%m-%d %H:%M} UTC")
+    if len(fires) < args.n:
+        print(f"(no further fire times in the next years: {len(fires)} of {args.n})")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------- over the API
+
+
+@api_command
+def cmd_apply(args: argparse.Namespace) -> int:
+    failed = 0
+    results = []
+    with client(args) as session:
+        for file in args.files:
+            path = Path(file)
+            try:
+                text = path.read_bytes()
+            except OSError as exc:
+                print(f"{path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+                failed += 1
+                continue
+            response = call(
+                session,
+                "POST",
+                "/api/v1/dags",
+                ok=(200, 201, 422),
+                params={"name": _safe_name(path.name)},
+                content=text,
+                headers={"Content-Type": "application/yaml"},
+            )
+            body = response.json()
+            results.append(body)
+            if response.status_code == 422:
+                failed += 1
+                _print_problems(path, body["detail"]["problems"])
+            elif not args.json:
+                what = (
+                    "created" if body["created"] else "changed" if body["changed"] else "unchanged"
+                )
+                print(
+                    printable(f"{body['dag_id']}: {what} ({body['task_count']} tasks) from {path}")
+                )
+    if args.json:
+        print_json(results)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _print_problems(path: Path, problems: list[dict[str, Any]]) -> None:
+    for problem in problems:
+        where = f"{path}:{problem['line']}" if problem["line"] else str(path)
+        field = f"{problem['field']}: " if problem["field"] else ""
+        print(printable(f"{where}: {field}{problem['message']}"), file=sys.stderr)
+
+
+def _safe_name(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name).lstrip(".-")
+    return (cleaned or "leoflow.yaml")[:200]
+
+
+DAG_COLUMNS = (
+    ("DAG", "dag_id"),
+    ("PAUSED", lambda d: "yes" if d["paused"] else "no"),
+    ("SCHEDULE", lambda d: d["schedule"] or "-"),
+    ("TASKS", "task_count"),
+    ("", lambda d: "" if d["active"] else "inactive"),
+    ("FROM", "fileloc"),
+)
+
+
+@api_command
+def cmd_list(args: argparse.Namespace) -> int:
+    with client(args) as session:
+        data = call(session, "GET", "/api/v1/dags").json()
+    if args.json:
+        print_json(data)
+        return EXIT_OK
+    print(table_of(data["dags"], DAG_COLUMNS))
+    for error in data["import_errors"]:
+        print(
+            printable(f"\nimport error in {error['fileloc']}:\n{error['error']}", lines=True),
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _pause(paused: bool) -> Command:
+    @api_command
+    def cmd(args: argparse.Namespace) -> int:
+        action = "pause" if paused else "unpause"
+        with client(args) as session:
+            data = call(session, "POST", f"/api/v1/dags/{url(args.dag_id)}/{action}").json()
+        if args.json:
+            print_json(data)
+        else:
+            print(f"{data['dag_id']}: {'paused' if data['paused'] else 'unpaused'}")
+        return EXIT_OK
+
+    return cmd
+
+
+def add_parser(sub: Any) -> None:
+    dags = sub.add_parser("dags", help="work with DAG files").add_subparsers(
+        dest="dags_command", required=True, metavar="SUBCOMMAND"
+    )
+    validate = dags.add_parser("validate", help="check DAG files; exit 1 listing every problem")
+    validate.add_argument("path", help="a DAG file or a folder of them")
+    validate.add_argument(
+        "--passthrough", help="comma-separated execution fields the operator allows (Kubernetes)"
+    )
+    validate.add_argument("--pools", help="comma-separated pool names that exist")
+    validate.set_defaults(func=cmd_validate)
+    nxt = dags.add_parser("next", help="print a DAG's next fire times, local and UTC")
+    nxt.add_argument("target", help="a DAG file, or a dag_id found in --dags")
+    nxt.add_argument(
+        "--dags", help="folder to look the dag_id up in (default: dags_folder or ./dags)"
+    )
+    nxt.add_argument("-n", type=int, default=5, help="how many fire times (default 5)")
+    nxt.add_argument("--after", help="ISO 8601 time to count from (default now; naive is UTC)")
+    nxt.set_defaults(func=cmd_next)
+
+    p = api_parser(dags, "apply", "send DAG files to the API (validated there; admin)", cmd_apply)
+    p.add_argument("files", nargs="+", metavar="FILE")
+    api_parser(dags, "list", "DAGs the API knows, and files that failed to load", cmd_list)
+    for name, paused in (("pause", True), ("unpause", False)):
+        p = api_parser(dags, name, f"{name} a DAG (operator)", _pause(paused))
+        p.add_argument("dag_id", metavar="DAG")

@@ -1,0 +1,70 @@
+"""The ``leoflow`` command: the parser, assembled from one module per command group.
+
+Each subcommand imports only what it needs when it runs: ``leoflow run`` never
+pays for kubernetes_asyncio or FastAPI, and ``leoflow agent`` and ``leoflow
+dbt-task`` skip even the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
+    from leoflow.commands import backfill, dags, db, lite, logs, pools, roles, run, runs, tasks
+
+    parser = argparse.ArgumentParser(
+        prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
+    )
+    parser.add_argument("--config", type=Path, help="settings file (YAML); LEOFLOW_* env wins")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in (dags, run, lite, db, logs, runs, tasks, pools, roles):
+        group.add_parser(sub)
+    backfill.add_backfill_command(sub)
+    sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)
+    sub.add_parser("dbt-task", help="run one dbt node as a task (a dbt task's command)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["agent"]:
+        from leoflow.agent import main as agent_main
+
+        return int(agent_main(argv[1:]))
+    if argv[:1] == ["dbt-task"]:
+        from leoflow.dbt.task import run as dbt_task
+
+        return dbt_task(argv[1:])
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """Stdout's reader closed it (``leoflow logs … | head``): stop quietly.
+
+    Whatever is still buffered for the closed pipe would raise again when Python
+    flushes at exit, so stdout is pointed at /dev/null first.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""``leoflow run DAG``: one run, to completion, in this process; the exit code says how
+it ended (0 success, 1 failed, 128+N stopped by signal N).
+
+The run path imports what it uses in the order it needs it: the settings, then
+the agent is started (``runtime.early_agent``), and only then the DAG loader,
+SQLAlchemy and the scheduler, whose import overlaps the agent's start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from leoflow.commands.common import EXIT_FAILED, EXIT_OK, load_target, run_async, settings_of
+
+if TYPE_CHECKING:
+    from leoflow.domain.execution import Executor
+    from leoflow.settings import Settings
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    executor = args.executor or settings.executor
+    conf = json.loads(args.conf) if args.conf else None
+    return run_async(_run_once(settings, args, executor, conf))
+
+
+async def _run_once(settings: Settings, args: argparse.Namespace, executor: str, conf: Any) -> int:
+    """The same path for every executor: only where the tasks run differs."""
+    from leoflow.runtime.early_agent import early_agent
+
+    stop = asyncio.Event()
+    signals: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        signals.append(signum)
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    async with early_agent(settings, executor) as (settings, agent):
+        return await _load_and_run(settings, args, executor, conf, agent, stop, signals)
+
+
+async def _load_and_run(
+    settings: Settings,
+    args: argparse.Namespace,
+    executor: str,
+    conf: Any,
+    agent: Executor | None,
+    stop: asyncio.Event,
+    signals: list[int],
+) -> int:
+    from leoflow.commands.console import Progress, final_table
+    from leoflow.dagfile.loader import DagFileError, LoadOptions
+    from leoflow.dbt.project import expander
+    from leoflow.domain.progress import topological_order
+    from leoflow.domain.states import RUN_TERMINAL, RunState
+    from leoflow.runtime.dagfolder import announce_ignored
+    from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
+
+    options = LoadOptions(
+        passthrough=settings.task_pod_passthrough if executor == "kubernetes" else None,
+        dbt=expander(settings.home / "dbt-cache"),
+    )
+    loaded = load_target(args.target, Path(args.dags) if args.dags else None, options)
+    if loaded is None:
+        return EXIT_FAILED
+    if executor != "kubernetes":
+        announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
+    progress = Progress()
+    try:
+        row, runtime = await run_dag(
+            settings,
+            loaded,
+            executor_name=executor,
+            conf=conf,
+            watch=lambda rt: rt.observe(progress),
+            stop=stop,
+            executor=agent,
+        )
+    except DagFileError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        await progress.stop()
+        tis = await runtime.store.list_task_instances(run_pk=row.pk)
+    finally:
+        await runtime.close()
+    print()
+    print(final_table(tis, topological_order(loaded.spec)))
+    print(f"\nrun {row.run_id} of {row.dag_id}: {row.state.value}")
+    if row.message == STOPPED_MESSAGE or (signals and row.state not in RUN_TERMINAL):
+        print(
+            f"leoflow run: stopped; {describe_killed(runtime.scheduler.interrupted)}; "
+            f"run {row.run_id} marked failed (a new leoflow run starts afresh)",
+            file=sys.stderr,
+        )
+        return 128 + signals[0]
+    return EXIT_OK if row.state is RunState.SUCCESS else EXIT_FAILED
+
+
+def add_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="run one DAG once, to completion, in this process")
+    run.add_argument("target", help="a DAG file, or a dag_id found in --dags")
+    run.add_argument("--dags", help="folder to look the dag_id up in (default ./dags)")
+    run.add_argument("--executor", choices=["agent", "subprocess", "kubernetes"])
+    run.add_argument("--conf", help="JSON object passed to the run")
+    run.set_defaults(func=cmd_run)

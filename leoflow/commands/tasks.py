@@ -1,0 +1,75 @@
+"""``leoflow tasks DAG RUN`` (a run's task instances) and ``tasks why DAG RUN TASK``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from leoflow.commands import http
+from leoflow.commands.common import EXIT_OK, EXIT_USAGE
+from leoflow.commands.http import ENDED_AND_MESSAGE, api_command, print_json, url, when
+from leoflow.commands.tables import table_of
+from leoflow.domain.printable import printable
+
+TASK_COLUMNS = (
+    ("TASK", "task_id"),
+    ("STATE", "state"),
+    ("TRY", lambda t: f"{t['try_number']}/{t['max_tries']}"),
+    ("POOL", "pool"),
+    ("STARTED", when("started_at")),
+    *ENDED_AND_MESSAGE,
+)
+
+
+@api_command
+def cmd_tasks(args: argparse.Namespace) -> int:
+    words = list(args.words)
+    if words[:1] == ["why"] and len(words) == 4:
+        return _why(args, *words[1:])
+    if len(words) != 2:
+        print("usage: leoflow tasks DAG RUN | leoflow tasks why DAG RUN TASK", file=sys.stderr)
+        return EXIT_USAGE
+    dag_id, run_id = words
+    items: list[dict[str, Any]] = []
+    with http.client(args) as session:
+        params: dict[str, Any] = {"limit": 1000}
+        while True:
+            page = http.call(
+                session,
+                "GET",
+                f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks",
+                params=params,
+            ).json()
+            items += page["task_instances"]
+            if page["next_cursor"] is None:
+                break
+            params["after"] = page["next_cursor"]
+    if args.json:
+        print_json(items)
+    else:
+        print(table_of(items, TASK_COLUMNS))
+    return EXIT_OK
+
+
+def _why(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> int:
+    data = http.get_json(
+        args, f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks/{url(task_id)}/why"
+    )
+    if args.json:
+        print_json(data)
+        return EXIT_OK
+    print(printable(f"{task_id} ({data['state']}): {data['message']}"))
+    for other in data["also"]:
+        print(printable(f"  also: {other['message']}"))
+    return EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    p = http.api_parser(
+        sub,
+        "tasks",
+        "a run's task instances; 'tasks why DAG RUN TASK' says why one waits",
+        cmd_tasks,
+    )
+    p.add_argument("words", nargs="+", metavar="DAG RUN | why DAG RUN TASK")

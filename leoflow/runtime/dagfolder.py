@@ -1,0 +1,147 @@
+"""DAG files into the store and the scheduler: one file (``leoflow run``), or a folder
+watched for changes (``leoflow lite``).
+
+Imports no store or scheduler code at run time (only their types), so a command
+that only reads DAG files (``leoflow dags next``) stays light.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from leoflow.dagfile.loader import (
+    LoadedDag,
+    LoadOptions,
+    lite_ignored_fields,
+    load_dag_file,
+    load_dag_folder,
+)
+from leoflow.domain.dag import DagSpec
+from leoflow.domain.printable import printable
+
+if TYPE_CHECKING:
+    from leoflow.scheduler.core import Scheduler
+    from leoflow.store import Store
+
+
+def spec_hash(spec: DagSpec) -> str:
+    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+
+
+async def record_dag(store: Store, loaded: LoadedDag) -> None:
+    await store.upsert_dag(
+        loaded.spec.dag_id,
+        fileloc=str(loaded.path),
+        spec_json=loaded.spec.model_dump_json(),
+        spec_hash=spec_hash(loaded.spec),
+        source=loaded.source,
+    )
+    await store.set_dag_error(str(loaded.path), None)
+
+
+def announce_ignored(spec: DagSpec, say: Callable[[str], None]) -> None:
+    ignored = lite_ignored_fields(spec)
+    if ignored:
+        say(
+            f"note: Lite runs tasks as local processes and ignores {', '.join(ignored)} "
+            f"in DAG {spec.dag_id}"
+        )
+
+
+def resolve_target(target: str, dags_dir: Path | None, options: LoadOptions) -> LoadedDag:
+    """``target`` is a DAG file, or a dag_id looked up in ``dags_dir``."""
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return load_dag_file(path, options)
+    folder = dags_dir or Path("dags")
+    loaded = load_dag_folder(folder, options)
+    if target in loaded.dags:
+        return loaded.dags[target]
+    errors = "\n".join(str(e) for e in loaded.errors)
+    known = ", ".join(sorted(loaded.dags)) or "none"
+    raise LookupError(
+        f"no DAG {target!r} in {folder} (DAGs found: {known})" + (f"\n{errors}" if errors else "")
+    )
+
+
+class DagFolderWatcher:
+    """Re-reads the DAG folder when a file changes; bad files are reported and skipped.
+
+    A file that breaks keeps its DAG's last good definition in the scheduler
+    and in the store: nothing stored is lost or changed by a bad file.
+    """
+
+    def __init__(self, folder: Path, options: LoadOptions, say: Callable[[str], None]) -> None:
+        self.folder = folder
+        self.options = options
+        self.say = say
+        self._fingerprint: tuple[object, ...] = ()
+        self._errors: dict[str, str] = {}
+        self.good: dict[str, LoadedDag] = {}
+        self._announced: set[str] = set()
+
+    def _scan(self) -> tuple[tuple[str, float, int], ...]:
+        entries = []
+        # A file removed or made unreadable mid-scan is seen again on the next pass;
+        # it must not stop the scheduler.
+        with contextlib.suppress(OSError):
+            if self.folder.exists():
+                for path in sorted(self.folder.rglob("*")):
+                    if path.suffix in (".yaml", ".yml") and path.is_file():
+                        with contextlib.suppress(OSError):
+                            stat = path.stat()
+                            entries.append((str(path), stat.st_mtime, stat.st_size))
+        return tuple(entries)
+
+    async def refresh(self, store: Store) -> bool:
+        # Pools are part of what a file is checked against: creating a missing
+        # pool through the API makes the file load without touching it.
+        pools = tuple(sorted(p.name for p in await store.list_pools()))
+        # Off the loop: a dbt project's load may run `dbt parse` for seconds, and a
+        # blocked loop misses its lease renewals and steps the scheduler down.
+        fingerprint = (*await asyncio.to_thread(self._scan), ("pools", pools))
+        if fingerprint == self._fingerprint:
+            return False
+        self._fingerprint = fingerprint
+        options = LoadOptions(
+            known_pools=set(pools), passthrough=self.options.passthrough, dbt=self.options.dbt
+        )
+        result = await asyncio.to_thread(load_dag_folder, self.folder, options)
+        errors = {str(err.path): str(err) for err in result.errors}
+        for path, text in errors.items():
+            if self._errors.get(path) != text:
+                self.say(f"error: DAG file skipped, other DAGs keep running:\n{text}")
+            await store.set_dag_error(path, text)
+        for path in set(self._errors) - set(errors):
+            self.say(printable(f"fixed: {path} loads again"))
+            await store.set_dag_error(path, None)
+        self._errors = errors
+        broken_paths = set(errors)
+        kept = {
+            dag_id: loaded
+            for dag_id, loaded in self.good.items()
+            if str(loaded.path) in broken_paths and dag_id not in result.dags
+        }
+        self.good = {**kept, **result.dags}
+        for loaded in result.dags.values():
+            await record_dag(store, loaded)
+            if loaded.spec.dag_id not in self._announced:
+                self._announced.add(loaded.spec.dag_id)
+                announce_ignored(loaded.spec, self.say)
+        # DAGs applied through the API are not this folder's to retire.
+        applied = [d.dag_id for d in await store.list_dags() if d.fileloc.startswith("api:")]
+        await store.deactivate_dags_except([*self.good, *applied])
+        return True
+
+
+async def sync_dag_folder(watcher: DagFolderWatcher, store: Store, scheduler: Scheduler) -> None:
+    """The one way the folder's DAGs reach the scheduler: on start and on every change."""
+    if not await watcher.refresh(store):
+        return
+    paused = {d.dag_id for d in await store.list_dags() if d.paused}
+    scheduler.register_dags({k: v.spec for k, v in watcher.good.items()}, paused)
