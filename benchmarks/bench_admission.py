@@ -10,9 +10,10 @@ priorities; time filling the queue;
 then run a steady state in which every step releases ``batch`` held task
 instances, offers as many new ones (the queue keeps its size) and calls admit().
 A decision is one admitted task instance; its cost includes its share of the
-release and the offer. Prints JSON; figures are medians over ``reps`` runs of
-time.perf_counter, with the process's CPU time beside them (the two differ when
-the machine is shared).
+release and the offer. ``curves_us_per_decision_by_queue_size`` is the cost curve
+(wall and CPU µs per decision by queue size, per scenario and batch). Prints
+JSON; figures are medians over ``reps`` runs of time.perf_counter, with the
+process's CPU time beside them (the two differ when the machine is shared).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import gc
 import heapq
 import json
+import os
 import platform
 import random
 import statistics
@@ -192,12 +194,20 @@ def main() -> None:
         for size in sizes
     ]
     flat = {}
+    curves: dict[str, dict[str, dict[int, float]]] = {"wall_us": {}, "cpu_us": {}}
     for name in names:
         for batch in batches:
             rows = [r for r in results if r["batch"] == batch and r["scenario"] == name]
             flat[f"{name}_batch_{batch}_cost_ratio_largest_vs_smallest"] = round(
                 rows[-1]["us_per_decision"] / rows[0]["us_per_decision"], 2
             )
+            flat[f"{name}_batch_{batch}_cpu_cost_ratio_largest_vs_smallest"] = round(
+                rows[-1]["cpu_us_per_decision"] / rows[0]["cpu_us_per_decision"], 2
+            )
+            # The cost curve: µs per decision by queue size (flat is the goal).
+            label = f"{name}_batch_{batch}"
+            curves["wall_us"][label] = {r["queue_size"]: r["us_per_decision"] for r in rows}
+            curves["cpu_us"][label] = {r["queue_size"]: r["cpu_us_per_decision"] for r in rows}
     print(
         json.dumps(
             {
@@ -222,8 +232,10 @@ def main() -> None:
                     "decision": "one admitted task instance, incl. its release and re-offer",
                 },
                 "results": results,
+                "load_average": os.getloadavg(),
+                "curves_us_per_decision_by_queue_size": curves,
                 "flatness": flat,
-                "target_decisions_per_s": 50_000,
+                "target_decisions_per_s": {"skewed_100000": 50_000, "uniform_100000": 100_000},
             },
             indent=2,
         )

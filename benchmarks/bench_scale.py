@@ -1,0 +1,199 @@
+"""Lite at scale: one wide fan-out DAG, and many runs of a small DAG, in one process.
+
+    python benchmarks/bench_scale.py [--fanout 100,1000,10000] [--runs 1000] [--reps 5]
+        [--executor agent] [--parallelism N]
+
+Each case runs in a fresh child process (so its peak RSS is its own) that opens the
+Lite runtime (``open_runtime`` — store, scheduler, executor, agent endpoint; the same
+wiring ``leoflow run`` uses, minus the terminal progress), registers the DAG,
+triggers the runs and waits until every one is terminal. Tasks are ``true``.
+
+- ``fanout_N``: one run of a DAG of N independent tasks (max_active_tasks N).
+- ``runs_R_x10``: R runs of a 10-task DAG (max_active_runs R), triggered at once.
+
+Reported per case, median over ``reps`` children: wall seconds from trigger to the
+last run terminal, ``ms_per_task``, the control-plane process's CPU time per task
+(``cpu_ms_per_task``: user+sys of the scheduler process only, not the agent or the
+tasks), and peak RSS of that process. The fan-out sizes make the per-task cost
+curve. ``--profile FILE`` runs the largest fan-out once under cProfile instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def fanout_yaml(n: int) -> str:
+    tasks = "\n".join(f'  t{i:05d}:\n    command: ["true"]' for i in range(n))
+    return f"dag_id: fanout\nmax_active_tasks: {n}\ntasks:\n{tasks}\n"
+
+
+def small_yaml(runs: int) -> str:
+    lines = []
+    for i in range(10):
+        lines.append(f'  t{i}:\n    command: ["true"]')
+        if i >= 2:  # a small diamond-ish shape: two roots, the rest fan in/out
+            lines.append(f"    depends_on: [t{i % 2}]")
+    return f"dag_id: small\nmax_active_runs: {runs}\ntasks:\n" + "\n".join(lines) + "\n"
+
+
+async def _drive(dag_file: Path, runs: int, executor: str) -> dict[str, Any]:
+    from leoflow.dagfile.loader import LoadOptions, load_dag_file
+    from leoflow.domain.states import RUN_TERMINAL
+    from leoflow.settings import load_settings
+
+    try:  # the entry floor is moving into leoflow/runtime/
+        from leoflow.lite import open_runtime, record_dag
+    except ImportError:  # pragma: no cover - after the move
+        from leoflow.runtime.lite import open_runtime, record_dag  # type: ignore[no-redef]
+
+    settings = load_settings()
+    loaded = load_dag_file(dag_file, LoadOptions())
+    runtime = await open_runtime(settings, executor, solo=True)
+    try:
+        await record_dag(runtime.store, loaded)
+        runtime.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
+        await runtime.scheduler.start()
+        cpu0 = time.process_time()
+        t0 = time.perf_counter()
+        rows = [await runtime.scheduler.trigger(loaded.spec.dag_id) for _ in range(runs)]
+        finals = [await runtime.scheduler.wait_run(row.pk) for row in rows]
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+    finally:
+        await runtime.close()
+    states = sorted({f.state.value for f in finals})
+    assert all(f.state in RUN_TERMINAL for f in finals)
+    return {"wall_s": wall, "cpu_s": cpu, "states": states}
+
+
+def child(kind: str, n: int, executor: str, parallelism: int, profile: str | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="leoflow-scale-") as tmp:
+        home = Path(tmp)
+        os.environ["LEOFLOW_HOME"] = str(home / "home")
+        if parallelism:
+            os.environ["LEOFLOW_PARALLELISM"] = str(parallelism)
+        dag = home / "dag.yaml"
+        if kind == "fanout":
+            dag.write_text(fanout_yaml(n))
+            runs, tasks = 1, n
+        else:
+            dag.write_text(small_yaml(n))
+            runs, tasks = n, 10 * n
+        if profile:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+            out = asyncio.run(_drive(dag, runs, executor))
+            prof.disable()
+            prof.dump_stats(profile)
+        else:
+            out = asyncio.run(_drive(dag, runs, executor))
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({**out, "tasks": tasks, "runs": runs, "peak_rss_mb": rss_mb}))
+
+
+def run_child(kind: str, n: int, args: argparse.Namespace, profile: str | None = None) -> Any:
+    cmd = [sys.executable, __file__, "--child", f"{kind}:{n}", "--executor", args.executor]
+    cmd += ["--parallelism", str(args.parallelism)]
+    if profile:
+        cmd += ["--profile", profile]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{kind}:{n} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def summarize(name: str, outs: list[dict[str, Any]]) -> dict[str, Any]:
+    tasks = outs[0]["tasks"]
+    wall = statistics.median(o["wall_s"] for o in outs)
+    cpu = statistics.median(o["cpu_s"] for o in outs)
+    return {
+        "case": name,
+        "tasks": tasks,
+        "runs": outs[0]["runs"],
+        "reps": len(outs),
+        "wall_s": round(wall, 3),
+        "wall_s_min_max": [
+            round(min(o["wall_s"] for o in outs), 3),
+            round(max(o["wall_s"] for o in outs), 3),
+        ],
+        "ms_per_task": round(wall / tasks * 1000, 3),
+        "cpu_s": round(cpu, 3),
+        "cpu_ms_per_task": round(cpu / tasks * 1000, 3),
+        "peak_rss_mb": round(statistics.median(o["peak_rss_mb"] for o in outs), 1),
+        "states": sorted({s for o in outs for s in o["states"]}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fanout", default="100,1000,10000")
+    parser.add_argument("--runs", default="1000", help="R for R runs x 10 tasks ('' skips)")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--executor", default="agent", choices=("agent", "subprocess"))
+    parser.add_argument("--parallelism", type=int, default=0, help="0: the settings default")
+    parser.add_argument("--profile", default=None, help="cProfile the largest fan-out")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, n = args.child.split(":")
+        child(kind, int(n), args.executor, args.parallelism, args.profile)
+        return
+    fanouts = [int(s) for s in args.fanout.split(",") if s]
+    if args.profile:
+        print(json.dumps(run_child("fanout", max(fanouts), args, args.profile)))
+        return
+    results = []
+    for n in fanouts:
+        results.append(
+            summarize(f"fanout_{n}", [run_child("fanout", n, args) for _ in range(args.reps)])
+        )
+    for r in [int(s) for s in args.runs.split(",") if s]:
+        results.append(
+            summarize(f"runs_{r}_x10", [run_child("runs", r, args) for _ in range(args.reps)])
+        )
+    fan = [r for r in results if r["case"].startswith("fanout_")]
+    print(
+        json.dumps(
+            {
+                "benchmark": "scale",
+                "python": platform.python_version(),
+                "executor": args.executor,
+                "parallelism": args.parallelism,
+                "load_average": os.getloadavg(),
+                "statistic": "median over reps, each a fresh process",
+                "results": results,
+                "fanout_ms_per_task_curve": {r["tasks"]: r["ms_per_task"] for r in fan},
+                "fanout_cpu_ms_per_task_curve": {r["tasks"]: r["cpu_ms_per_task"] for r in fan},
+                "targets": {
+                    "fanout_10000_s": 10,
+                    "fanout_10000_rss_mb": 150,
+                    "runs_1000_x10_s": 15,
+                    "cpu_ms_per_task": 0.5,
+                },
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
