@@ -23,6 +23,8 @@ TaskHook = Callable[[RunMirror, TaskMirror], None]
 RunHook = Callable[[RunMirror], None]
 
 LIVE = (TaskState.QUEUED, TaskState.RUNNING)
+# The states the timers look at: they walk only these, not every task instance.
+TIMED = (TaskState.UP_FOR_RETRY, TaskState.RUNNING)
 
 
 class Book:
@@ -32,6 +34,7 @@ class Book:
         self.paused: set[str] = set()
         self.runs: dict[int, RunMirror] = {}
         self.by_pk: dict[int, TaskMirror] = {}
+        self.timed: dict[int, TaskMirror] = {}  # by_pk's tries in a TIMED state
         # Told of every change in the mirror (the console's live view, tests).
         self.on_task_change: TaskHook | None = None
         self.on_run_change: RunHook | None = None
@@ -52,9 +55,20 @@ class Book:
         """Apply ``change`` to the mirror and queue its write, without marking the run."""
         batch.changes.append(change)
         batch.touched.append(ti)
-        ti.state = change.new
+        self.set_state(ti, change.new)
         for name, value in change.fields.items():
             setattr(ti, name, value)
+
+    def set_state(self, ti: TaskMirror, new: TaskState) -> None:
+        """The one place a task instance's state changes in the mirror."""
+        ti.state = new
+        if new in TIMED:
+            self.timed[ti.pk] = ti
+        else:
+            self.timed.pop(ti.pk, None)
+        run = self.runs.get(ti.run_pk)
+        if run is not None and run.readiness is not None:
+            run.readiness.set(ti.task_id, new)
 
     def task_changed(self, ti: TaskMirror) -> None:
         if self.on_task_change is not None:
@@ -94,9 +108,12 @@ class Book:
         if old is not None:
             for ti in old.tasks.values():
                 self.by_pk.pop(ti.pk, None)
+                self.timed.pop(ti.pk, None)
         self.runs[row.pk] = mirror
         for ti in mirror.tasks.values():
             self.by_pk[ti.pk] = ti
+            if ti.state in TIMED:
+                self.timed[ti.pk] = ti
         self.admission.set_dag_limit(row.dag_id, mirror.spec.max_active_tasks)
         return mirror
 
@@ -104,6 +121,7 @@ class Book:
         self.runs.pop(run.pk, None)
         for ti in run.tasks.values():
             self.by_pk.pop(ti.pk, None)
+            self.timed.pop(ti.pk, None)
 
 
 def spec_for_tasks(spec: DagSpec, present: set[str]) -> DagSpec:

@@ -165,7 +165,7 @@ class StoreFollower:
                 if was_running:
                     metrics.RUNNING.dec()
                 metrics.TASKS_FINISHED.labels(state=row.state.value).inc()
-            ti.state = row.state
+            self.book.set_state(ti, row.state)
             for name in _FOLDED_FIELDS:
                 setattr(ti, name, getattr(row, name))
             self.book.runs[ti.run_pk].dirty = True

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.progress import topological_order
+from leoflow.domain.readiness import RunReadiness
 from leoflow.domain.states import RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance
 from leoflow.store.rows import RunRow
@@ -64,6 +65,8 @@ class RunMirror:
     order: tuple[str, ...]
     tasks: dict[str, TaskMirror] = field(default_factory=dict)
     dirty: bool = True
+    # evaluate/final_state kept up to date as tasks change (costs what changed)
+    readiness: RunReadiness | None = None
     logical_date: float | None = None
     deadline_missed_at: float | None = None
 
@@ -83,6 +86,7 @@ class RunMirror:
         )
         for ti in tis:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)
+        mirror.readiness = RunReadiness(spec, mirror.order, mirror.states())
         return mirror
 
     @property

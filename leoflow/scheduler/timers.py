@@ -32,13 +32,13 @@ class Timers:
 
     def next_deadline(self, now: float, poll_interval: float) -> float:
         deadline = now + poll_interval
-        for ti in self.book.by_pk.values():
+        for ti in self.book.timed.values():
             if ti.state is TaskState.UP_FOR_RETRY and ti.next_retry_at is not None:
                 deadline = min(deadline, ti.next_retry_at)
         return deadline
 
     def fire(self, now: float, batch: Batch) -> None:
-        for ti in list(self.book.by_pk.values()):
+        for ti in list(self.book.timed.values()):
             if ti.state is TaskState.UP_FOR_RETRY:
                 if ti.next_retry_at is None or ti.next_retry_at <= now:
                     self.book.move(ti, TaskState.SCHEDULED, batch, ready_at=now, next_retry_at=None)

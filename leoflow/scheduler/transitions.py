@@ -89,7 +89,11 @@ class Transitions:
         run.dirty = False
         if run.state is not RunState.RUNNING:
             return
-        readiness = evaluate(run.spec, run.order, run.states())
+        readiness = (
+            run.readiness.evaluate()
+            if run.readiness is not None
+            else evaluate(run.spec, run.order, run.states())
+        )
         for task_id, failed_upstreams in readiness.upstream_failed:
             self.book.move(
                 run.tasks[task_id],
@@ -150,7 +154,11 @@ class Transitions:
         for run in list(self.book.runs.values()):
             if run.state is not RunState.RUNNING:
                 continue
-            outcome = final_state(run.spec, run.states())
+            outcome = (
+                run.readiness.final_state()
+                if run.readiness is not None
+                else final_state(run.spec, run.states())
+            )
             if outcome is None:
                 continue
             failed = [t for t, ti in run.tasks.items() if ti.state is TaskState.FAILED]
