@@ -174,27 +174,29 @@ def _emit(fields: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _die_with_parent() -> None:
+def _die_with_parent() -> int | None:
     """Lite's pool agent must not outlive the scheduler that feeds it tickets: a
     scheduler killed with SIGKILL cannot stop it, so ask the kernel to send us
-    SIGTERM (forwarded to every running command) when our parent dies."""
+    SIGTERM (forwarded to every running command) when our parent dies. Returns the
+    parent's pid when the request took."""
     parent = os.environ.get("LEOFLOW_AGENT_PARENT_PID")
     if not parent or not sys.platform.startswith("linux"):
-        return
+        return None
     import ctypes
 
     pr_set_pdeathsig = 1
     try:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
     except (OSError, AttributeError):
-        return
+        return None
     if os.getppid() != int(parent):  # the parent died before the request took effect
         os.kill(os.getpid(), signal.SIGTERM)
+    return int(parent)
 
 
 async def _pool(settings: dict[str, Any], events: bool) -> int:
     sup = _supervisor(settings, _emit if events else None)
-    _die_with_parent()
+    sup.parent_pid = _die_with_parent()
     runs: dict[str, TaskRun] = {}
     tasks: set[asyncio.Task[int]] = set()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 from collections.abc import Callable, Mapping
@@ -49,6 +50,8 @@ class Supervisor:
         self.heartbeats = Heartbeats(channel)
         self.runs: set[TaskRun] = set()
         self.received_signal: int | None = None
+        # The pool agent's parent (Lite), when it asked to die with it.
+        self.parent_pid: int | None = None
         self._oom_window: set[TaskRun] = set()
         self._oom_absence_said = False
 
@@ -59,8 +62,12 @@ class Supervisor:
 
     def forward_signal(self, signum: int) -> None:
         self.received_signal = signum
+        # Lite's pool agent hears SIGTERM when its parent died (PDEATHSIG): no one
+        # is left to SIGKILL a command that ignores it, so the agent does. In a pod
+        # the kubelet does that itself after the pod's grace period.
+        orphaned = self.parent_pid is not None and os.getppid() != self.parent_pid
         for run in list(self.runs):
-            run.forward(signum)
+            run.forward(signum, escalate=orphaned)
 
     def sample_oom(self, run: TaskRun) -> int | None:
         """The counter as the OOM window of ``run`` opens."""

@@ -79,6 +79,7 @@ class TaskRun:
         self._sent_kill = False
         self._child_reaped = False
         self._kill_timer: asyncio.TimerHandle | None = None
+        self._escalate = False
         self.reason_path = ""
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
@@ -89,9 +90,16 @@ class TaskRun:
             warn(f"{self.label}: cancelling: {reason}")
             self._terminate()
 
-    def forward(self, signum: int) -> None:
+    def forward(self, signum: int, *, escalate: bool = False) -> None:
+        """Pass a signal the agent received on to the command. ``escalate``: nobody
+        else will kill a command that ignores it (the agent's parent is gone), so
+        SIGKILL follows after the grace, as for a cancel."""
         self.forwarded = signum
-        self._signal(signum)
+        self._escalate = self._escalate or escalate
+        if escalate:
+            self._terminate()
+        else:
+            self._signal(signum)
 
     def _on_timeout(self) -> None:
         if self.cancel_reason is None and not self._child_reaped:
@@ -230,7 +238,10 @@ class TaskRun:
         if spec.timeout_seconds > 0:
             timeout_timer = loop.call_later(spec.timeout_seconds, self._on_timeout)
         if self.forwarded is not None:  # a signal that came while we were spawning
-            self._signal(self.forwarded)
+            if self._escalate:
+                self._terminate()
+            else:
+                self._signal(self.forwarded)
         if self.cancel_reason is not None:
             self._terminate()
         try:

@@ -50,10 +50,11 @@ def _group_alive(pgid: int) -> bool:
 def _tasks(tmp_path: Path, release: Path) -> str:
     # Each task records its process group (its shell is the group leader), then waits
     # until `release` exists; `stubborn` ignores SIGTERM, so only SIGKILL stops it.
+    # The pid file appears by rename, whole: a reader never sees it empty.
     def task(name: str, prefix: str = "") -> str:
         pidfile = tmp_path / f"pid-{name}"
         return (
-            f"  {name}: {{command: '{prefix}echo $$ > {pidfile}; "
+            f"  {name}: {{command: '{prefix}echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; "
             f"while [ ! -e {release} ]; do sleep 0.1; done'}}\n"
         )
 
@@ -162,3 +163,30 @@ def test_sigterm_stops_leoflow_run_promptly_and_fails_its_run(
     assert _query(home, "SELECT DISTINCT state, reason FROM task_instances") == [
         ("failed", "cancelled")
     ]
+
+
+def test_a_killed_leoflow_run_leaves_no_task_behind_even_one_that_ignores_sigterm(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    # SIGKILL gives leoflow run no chance to stop anything: its pool agent hears of
+    # the death (PDEATHSIG, SIGTERM) and must SIGKILL what ignores SIGTERM itself.
+    release = tmp_path / "release"
+    dag = tmp_path / "orphans.yaml"
+    dag.write_text("dag_id: orphans\ntasks:\n" + _tasks(tmp_path, release))
+    proc = subprocess.Popen(
+        [LEOFLOW, "run", str(dag)], env={**env, "LEOFLOW_AGENT_KILL_GRACE": "1"}, cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait(
+            lambda: all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
+            "three running tasks",
+        )
+        pgids = _pgids(tmp_path)
+        proc.kill()
+        proc.wait(timeout=60)
+        _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone")
+    finally:
+        release.touch()  # whatever is left ends on its own
+        if proc.poll() is None:
+            proc.kill()
