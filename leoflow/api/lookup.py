@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 
 from fastapi import HTTPException
 
-from leoflow.domain.catalogue import parse_spec
+from leoflow.domain.catalogue import parse_spec, spec_hash
 from leoflow.domain.dag import DagSpec
 from leoflow.store import Store
 from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
@@ -32,7 +31,7 @@ _SPECS_KEPT = 256
 
 def spec_of(row: DagRow) -> DagSpec | None:
     """The stored spec; None if it no longer parses (written by another version)."""
-    key = hashlib.sha256(row.spec_json.encode()).hexdigest()
+    key = spec_hash(row.spec_json)
     cached = _SPECS.get(key)
     if cached is not None:
         _SPECS.move_to_end(key)
