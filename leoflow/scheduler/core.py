@@ -144,6 +144,7 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
+        self._store_marker: int | None = None  # store.changes at the last full poll
         self._stopping = False
         self.failure: BaseException | None = None
         # The tries that were live when stop() began: their processes are killed, and
@@ -379,10 +380,15 @@ class Scheduler:
         new runs (API triggers, cleared runs), runs that ended under us (API cancels)."""
         if self.config.solo:
             return
+        marker = self.store.changes.marker()  # before the reads it vouches for
+        if marker is not None and marker == self._store_marker:
+            await self._creation.create_due_runs()  # nothing was written: only the clock moved
+            return
         await self._follower.sync_definitions()
         await self._creation.create_due_runs()
         await self._backfills.advance()
         await self._follower.follow_runs()
+        self._store_marker = marker
 
     # ------------------------------------------------------------ side effects
 
