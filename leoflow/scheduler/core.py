@@ -351,11 +351,11 @@ class Scheduler:
                 self._steps.apply(item.event, batch)
         self._timers.fire(now, batch)
         self._creation.start_runs(now, batch)
-        for run in list(self.book.runs.values()):
-            if run.dirty:
-                self._steps.advance(run, now, batch)
+        advanced = self.book.take_dirty()  # the runs that changed, not every run
+        for run in advanced:
+            self._steps.advance(run, now, batch)
         self._steps.admit(now, batch)
-        self._steps.finish_runs(now, batch)
+        self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
         try:
             await self._commit.flush(batch)
