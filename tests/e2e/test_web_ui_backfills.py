@@ -29,6 +29,15 @@ tasks:
 """
 
 
+def backfill_form(page: Any, lite: Lite, start: str, end: str, max_active: int) -> None:
+    """Open the DAG page's backfill form and fill it in."""
+    page.goto(lite.base + "/dags/late_daily")
+    page.click("#backfill-open")
+    page.fill("#bf-from", start)
+    page.fill("#bf-to", end)
+    page.fill("#bf-max", str(max_active))
+
+
 def test_backfill_pages_and_a_missed_deadline(
     make_lite: Callable[..., Lite],  # noqa: F811
     browser: Any,  # noqa: F811
@@ -44,11 +53,7 @@ def test_backfill_pages_and_a_missed_deadline(
     page.on("dialog", lambda d: d.accept())  # the cancel button's confirm()
 
     # From the DAG page: a dry-run preview lists the logical dates, then create.
-    page.goto(lite.base + "/dags/late_daily")
-    page.click("#backfill-open")
-    page.fill("#bf-from", "2026-01-01")
-    page.fill("#bf-to", "2026-01-04")
-    page.fill("#bf-max", "2")
+    backfill_form(page, lite, "2026-01-01", "2026-01-04", 2)
     page.click("#bf-dry-run")
     expect(page.locator("#bf-preview-count")).to_have_text(
         "4 run(s) would be created, at most 2 active at a time.", timeout=WAIT
@@ -69,11 +74,7 @@ def test_backfill_pages_and_a_missed_deadline(
     shot(page, "31-backfill-detail")
 
     # A second, longer backfill, cancelled from its page.
-    page.goto(lite.base + "/dags/late_daily")
-    page.click("#backfill-open")
-    page.fill("#bf-from", "2026-01-05")
-    page.fill("#bf-to", "2026-01-20")
-    page.fill("#bf-max", "1")
+    backfill_form(page, lite, "2026-01-05", "2026-01-20", 1)
     page.click("#bf-submit")
     page.wait_for_url(lite.base + "/dags/late_daily/backfills/2", timeout=WAIT)
     page.click("#cancel-backfill")
