@@ -124,6 +124,7 @@ class Book:
         mirror = RunMirror.build(row, spec_for_tasks(spec, present), tis)
         old = self.runs.get(row.pk)
         if old is not None:
+            old.dirty_sink = None  # a stale mirror turning dirty must not displace this one
             for ti in old.tasks.values():
                 self.by_pk.pop(ti.pk, None)
                 self.timed.pop(ti.pk, None)
@@ -139,7 +140,9 @@ class Book:
 
     def forget(self, run: RunMirror) -> None:
         self.runs.pop(run.pk, None)
-        self.dirty.pop(run.pk, None)
+        if self.dirty.get(run.pk) is run:
+            del self.dirty[run.pk]
+        run.dirty_sink = None
         for ti in run.tasks.values():
             self.by_pk.pop(ti.pk, None)
             self.timed.pop(ti.pk, None)
