@@ -55,10 +55,9 @@ def small_yaml(runs: int) -> str:
 async def _drive(dag_file: Path, runs: int, executor: str) -> dict[str, Any]:
     from leoflow.dagfile.loader import LoadOptions, load_dag_file
     from leoflow.domain.states import RUN_TERMINAL
-    from leoflow.settings import load_settings
-
     from leoflow.runtime.assembly import open_runtime
     from leoflow.runtime.dagfolder import record_dag
+    from leoflow.settings import load_settings
 
     settings = load_settings()
     loaded = load_dag_file(dag_file, LoadOptions())
