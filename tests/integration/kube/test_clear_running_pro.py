@@ -30,6 +30,7 @@ from leoflow.store.clears import get_clear
 from tests.fakekube import FakeApiServer, FakeKubelet
 from tests.integration.api.conftest import auth_header, make_auth
 from tests.support.postgres import PgServer
+from tests.support.waiting import until
 
 from .conftest import RELEASE_NS, TASK_NS
 
@@ -53,15 +54,6 @@ async def finalize_subprocess_transports() -> AsyncIterator[None]:
     yield
     gc.collect()
     await asyncio.sleep(0)
-
-
-async def _until(check: object, what: str, timeout: float = 90.0) -> None:
-    assert callable(check)
-    for _ in range(int(timeout * 20)):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def marker_exists(path: Path) -> bool:
@@ -123,7 +115,7 @@ async def test_clear_through_a_separate_api_deletes_the_pod_and_reruns(
             async def led() -> bool:
                 return replica.current() is not None
 
-            await _until(led, "the replica to lead")
+            await until(led, "the replica to lead")
             made = await api.post("/api/v1/dags/pro_clear/runs", json={"run_id": "r1"}, headers=op)
             assert made.status_code in (200, 201), made.text
             run_pk = made.json()["pk"]
@@ -132,7 +124,7 @@ async def test_clear_through_a_separate_api_deletes_the_pod_and_reruns(
                 tis = {t.task_id: t for t in await api_store.list_task_instances(run_pk=run_pk)}
                 return marker_exists(marker) and tis["b"].state is TaskState.RUNNING
 
-            await _until(b_running, "b's first try to run in its pod")
+            await until(b_running, "b's first try to run in its pod")
             b = next(
                 t for t in await api_store.list_task_instances(run_pk=run_pk) if t.task_id == "b"
             )
@@ -152,7 +144,7 @@ async def test_clear_through_a_separate_api_deletes_the_pod_and_reruns(
                 run = await api_store.get_run(run_pk)
                 return run is not None and run.state in (RunState.SUCCESS, RunState.FAILED)
 
-            await _until(ended, "the run to end")
+            await until(ended, "the run to end")
             run = await api_store.get_run(run_pk)
             tis = {t.task_id: t for t in await api_store.list_task_instances(run_pk=run_pk)}
             summary = {t: (ti.state, ti.try_number) for t, ti in tis.items()}
@@ -169,7 +161,7 @@ async def test_clear_through_a_separate_api_deletes_the_pod_and_reruns(
                 pod = server.pod(TASK_NS, pod_name)
                 return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
 
-            await _until(pod_gone, "the cleared try's pod to be deleted")
+            await until(pod_gone, "the cleared try's pod to be deleted")
             assert b"slept" not in await api_store.read_log(tis["b"].pk, 1)
             assert await api_store.read_log(tis["b"].pk, 2) == b"b try 2\n"
             request = await get_clear(api_store, cleared.json()["request_id"])

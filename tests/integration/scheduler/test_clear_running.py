@@ -22,6 +22,7 @@ from leoflow.store import Store
 from leoflow.store.clears import get_clear, request_clear
 from tests.integration.api.conftest import auth_header, make_auth, make_settings
 from tests.integration.scheduler.conftest import SchedulerFactory, dag
+from tests.support.waiting import until
 
 # root -> a -> {b, c}; b sleeps on its first try (its pid in a file) and later tries
 # wait for the gate file; c is quick.
@@ -48,15 +49,6 @@ class Ends:
 
     def __call__(self, run: RunMirror, ti: TaskMirror) -> None:
         self.seen.append((ti.task_id, ti.state, ti.try_number, ti.reason))
-
-
-async def wait_for(check: object, what: str, timeout: float = 60.0) -> None:
-    assert callable(check)
-    for _ in range(int(timeout * 20)):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def gone(pid: int) -> bool:
@@ -91,7 +83,7 @@ def pid_in(path: Path) -> int | None:
 
 
 async def _b_running(scheduler: Scheduler, store: Store, pidfile: Path) -> tuple[int, int]:
-    row = await scheduler.trigger("clearing")
+    row = await scheduler.trigger("clearing", run_id="r1")
 
     async def started() -> bool:
         tis = {t.task_id: t for t in await store.list_task_instances(run_pk=row.pk)}
@@ -101,7 +93,7 @@ async def _b_running(scheduler: Scheduler, store: Store, pidfile: Path) -> tuple
             and tis["c"].state is TaskState.SUCCESS
         )
 
-    await wait_for(started, "b's first try to run and c to succeed")
+    await until(started, "b's first try to run and c to succeed")
     pid = pid_in(pidfile)
     assert pid is not None
     return row.pk, pid
@@ -113,10 +105,8 @@ async def test_clear_with_downstream_stops_the_running_try_and_reruns_in_the_sam
     scheduler, client, pidfile, ends = lite
     (pidfile.parent / "gate").touch()
     run_pk, pid = await _b_running(scheduler, store, pidfile)
-    run = await store.get_run(run_pk)
-    assert run is not None
     response = await client.post(
-        f"/api/v1/dags/clearing/runs/{run.run_id}/tasks/a/clear?downstream=true",
+        "/api/v1/dags/clearing/runs/r1/tasks/a/clear?downstream=true",
         headers=auth_header("operator"),
     )
     assert response.status_code == 202, response.text
@@ -157,10 +147,8 @@ async def test_clear_without_downstream_reruns_only_the_task(
     scheduler, client, pidfile, _ = lite
     (pidfile.parent / "gate").touch()
     run_pk, _ = await _b_running(scheduler, store, pidfile)
-    run = await store.get_run(run_pk)
-    assert run is not None
     response = await client.post(
-        f"/api/v1/dags/clearing/runs/{run.run_id}/tasks/b/clear", headers=auth_header("operator")
+        "/api/v1/dags/clearing/runs/r1/tasks/b/clear", headers=auth_header("operator")
     )
     assert response.status_code == 202, response.text
     assert response.json()["cleared"] == ["b"]
@@ -188,7 +176,7 @@ async def test_a_completion_racing_the_clear_is_ignored_by_try_number(
         row = await store.get_task_instance(b.pk)
         return row is not None and (row.state, row.try_number) == (TaskState.RUNNING, 2)
 
-    await wait_for(second_try_running, "b's second try to run")
+    await until(second_try_running, "b's second try to run")
     # Try 1's success again, late (a resent Complete): the try number stops it.
     await scheduler.submit(TaskFinished(b.pk, 1, 0, EndReason.SUCCESS, "", 0.0))
     row = await store.get_task_instance(b.pk)
