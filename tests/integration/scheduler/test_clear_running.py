@@ -214,3 +214,40 @@ async def test_clear_of_an_unknown_task_or_run_is_404(
     # Nothing was recorded, so b's first try is still the one running.
     ti = next(t for t in await store.list_task_instances(run_pk=run_pk) if t.task_id == "b")
     assert (ti.state, ti.try_number) == (TaskState.RUNNING, 1)
+
+
+async def test_the_lite_runtime_stops_the_try_through_its_pool_agent(tmp_path: Path) -> None:
+    """As `leoflow lite` runs it: the agent executor (one pool agent, tasks dialing the
+    gRPC endpoint) and the API waking the scheduler in the same process."""
+    from leoflow.dagfile.loader import LoadedDag
+    from leoflow.runtime.assembly import open_runtime
+    from leoflow.runtime.dagfolder import record_dag
+
+    pidfile = tmp_path / "b.pid"
+    (tmp_path / "gate").touch()
+    text = DAG.replace("{pidfile}", str(pidfile)).replace("{gate}", str(tmp_path / "gate"))
+    settings = make_settings(tmp_path / "home", scheduler_poll_interval=0.2)
+    runtime = await open_runtime(settings, "agent")
+    try:
+        await record_dag(runtime.store, LoadedDag(dag(text), tmp_path / "clearing.yaml", text))
+        await runtime.scheduler.start()
+        app = create_app(runtime.store, settings, auth=make_auth(), notify=runtime.scheduler.wake)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            run_pk, pid = await _b_running(runtime.scheduler, runtime.store, pidfile)
+            response = await client.post(
+                "/api/v1/dags/clearing/runs/r1/tasks/b/clear", headers=auth_header("operator")
+            )
+            assert response.status_code == 202, response.text
+            final = await asyncio.wait_for(runtime.scheduler.wait_run(run_pk), 90)
+        assert final.state is RunState.SUCCESS
+        tis = {t.task_id: t for t in await runtime.store.list_task_instances(run_pk=run_pk)}
+        assert {t: ti.try_number for t, ti in tis.items()} == {"root": 1, "a": 1, "b": 2, "c": 1}
+        assert b"slept" not in await runtime.store.read_log(tis["b"].pk, 1)
+
+        async def stopped() -> bool:
+            return gone(pid)
+
+        await until(stopped, f"the cleared try's process {pid} to end")
+    finally:
+        await runtime.close()
