@@ -251,3 +251,50 @@ async def test_the_lite_runtime_stops_the_try_through_its_pool_agent(tmp_path: P
         await until(stopped, f"the cleared try's process {pid} to end")
     finally:
         await runtime.close()
+
+
+async def test_a_clear_that_loses_a_race_to_another_writer_is_applied_again(
+    store: Store, tmp_path: Path
+) -> None:
+    """Pro: another replica's agent endpoint records the try's end in the store while
+    the leader's book still has it running. The clear's compare-and-set loses; the
+    run is read again and the clear applied to what the store holds, once."""
+    from leoflow.executor.subprocess import SubprocessExecutor
+    from leoflow.scheduler.core import SchedulerConfig
+
+    pidfile = tmp_path / "b.pid"
+    (tmp_path / "gate").touch()
+    text = DAG.replace("{pidfile}", str(pidfile)).replace("{gate}", str(tmp_path / "gate"))
+    spec = dag(text)
+    spec_json = spec.model_dump_json()
+    await store.upsert_dag(
+        "clearing", fileloc="clearing.yaml", spec_json=spec_json, spec_hash="h", source=None
+    )
+    epoch = await store.take_office("race-test")
+    # Polls only when woken: the clear below is applied by this test's call alone.
+    config = SchedulerConfig(poll_interval=3600.0)
+    scheduler = Scheduler(store, SubprocessExecutor(kill_grace=1.0), config, epoch=epoch)
+    await scheduler.start()
+    try:
+        run_pk, _ = await _b_running(scheduler, store, pidfile)
+        b = next(t for t in await store.list_task_instances(run_pk=run_pk) if t.task_id == "b")
+        # The other replica's write: the book does not know of it yet.
+        assert await store.transition_task(
+            b.pk, TaskState.RUNNING, TaskState.SUCCESS, epoch=None, expected_try=1, ended_at=1.0
+        )
+        mirror = scheduler.task(b.pk)
+        assert mirror is not None and mirror.state is TaskState.RUNNING
+        request = await request_clear(store, run_pk, "b", downstream=False, by="t", at=0.0)
+        await scheduler._clears.apply_pending()  # what the next poll does
+        settled = await get_clear(store, request.pk)
+        assert settled is not None
+        assert (settled.outcome, settled.attempts) == ("cleared: b", 2)
+        row = await store.get_task_instance(b.pk)
+        assert row is not None and (row.state, row.try_number) == (TaskState.NONE, 1)
+        scheduler.wake()
+        final = await asyncio.wait_for(scheduler.wait_run(run_pk), 90)
+        assert final.state is RunState.SUCCESS
+        tries = {t.task_id: t.try_number for t in await store.list_task_instances(run_pk=run_pk)}
+        assert tries == {"root": 1, "a": 1, "b": 2, "c": 1}  # b ran once more, not twice
+    finally:
+        await scheduler.stop()
