@@ -1,5 +1,6 @@
 import sys
 
-from leoflow.agent import main
+from leoflow.agent import main, quick_exit
 
-sys.exit(main(sys.argv[1:]))
+quick_exit.arm()
+sys.exit(quick_exit.returned(main(sys.argv[1:])))

@@ -35,7 +35,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The ``leoflow`` command; called without ``argv`` it is the process's entry point,
+    and a command that returns ends the process without the interpreter's teardown."""
+    if argv is None:
+        from leoflow.agent import quick_exit
+
+        quick_exit.arm()
+        return quick_exit.returned(_main(sys.argv[1:]))
+    return _main(list(argv))
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["agent"]:
         from leoflow.agent import main as agent_main
 
