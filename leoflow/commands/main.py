@@ -38,10 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``leoflow`` command; called without ``argv`` it is the process's entry point,
     and a command that returns ends the process without the interpreter's teardown."""
     if argv is None:
-        from leoflow.agent import quick_exit
+        from leoflow.agent import quick_exit, startup_gc
 
         quick_exit.arm()
-        return quick_exit.returned(_main(sys.argv[1:]))
+        startup_gc.pause()
+        try:
+            return quick_exit.returned(_main(sys.argv[1:]))
+        finally:
+            startup_gc.settled()
     return _main(list(argv))
 
 
@@ -51,10 +55,16 @@ def _main(argv: list[str]) -> int:
 
         return int(agent_main(argv[1:]))
     if argv[:1] == ["dbt-task"]:
+        from leoflow.agent.startup_gc import settled
         from leoflow.dbt.task import run as dbt_task
 
+        settled()
         return dbt_task(argv[1:])
     args = build_parser().parse_args(argv)
+    if not getattr(args, "settles_gc", False):  # `leoflow run` does, after its imports
+        from leoflow.agent.startup_gc import settled
+
+        settled()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
         return int(args.func(args))
