@@ -17,21 +17,39 @@ from pathlib import Path
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
-    from leoflow.commands import backfill, dags, db, lite, logs, pools, roles, run, runs, tasks
-
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; for ``command`` "run" only that command's part: a ``leoflow run``
+    (the one command whose start-up is its cost) builds and imports none of the others."""
     parser = argparse.ArgumentParser(
         prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
     )
     parser.add_argument("--config", type=Path, help="settings file (YAML); LEOFLOW_* env wins")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if command == "run":
+        from leoflow.commands import run
+
+        run.add_parser(sub)
+        return parser
+    # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
+    from leoflow.commands import backfill, dags, db, lite, logs, pools, roles, run, runs, tasks
+
     for group in (dags, run, lite, db, logs, runs, tasks, pools, roles):
         group.add_parser(sub)
     backfill.add_backfill_command(sub)
     sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)
     sub.add_parser("dbt-task", help="run one dbt node as a task (a dbt task's command)")
     return parser
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (past ``--config FILE``); None before any other option."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--config":
+            next(args, None)
+        elif not arg.startswith("--config="):
+            return None if arg.startswith("-") else arg
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,7 +78,7 @@ def _main(argv: list[str]) -> int:
 
         settled()
         return dbt_task(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser(command_word(argv)).parse_args(argv)
     if not getattr(args, "settles_gc", False):  # `leoflow run` does, after its imports
         from leoflow.agent.startup_gc import settled
 
