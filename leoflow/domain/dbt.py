@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
+from leoflow.domain.dbt_resolved import DbtResolution
 
 TASK_PREFIX = "dbt."
 TESTS_TASK = "dbt.tests"
@@ -55,6 +56,9 @@ class DbtSpec(BaseModel):
     defaults: dict[str, Any] = Field(default_factory=dict)
     executable: str = "dbt"
     batch: Literal["none"] = "none"
+    # Set by ``leoflow dags apply`` (leoflow/domain/dbt_resolved.py): the nodes are
+    # already tasks of the document, and this says which manifest they came from.
+    resolved: DbtResolution | None = None
 
     @field_validator("select", "exclude", mode="before")
     @classmethod
@@ -88,6 +92,8 @@ class Expansion:
 
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[tuple[Loc, str]] = field(default_factory=list)
+    # The manifest expanded, for a caller that records where the tasks came from.
+    manifest: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,7 @@ def expand(
     ordinary_tasks: Iterable[str] = (),
 ) -> Expansion:
     """The tasks a manifest becomes under ``spec``; problems name their field path."""
-    out = Expansion()
+    out = Expansion(manifest=manifest)
     graph = Graph(manifest)
     ordinary = set(ordinary_tasks)
     runnable_all = {
