@@ -56,7 +56,7 @@ def resolve(path: Path, text: str, cache_dir: Path) -> Resolved:
         return Resolved(text, None)  # the API names the line, like for any file
     if not _needs_resolving(raw):
         return Resolved(text, None)
-    expand = expander(cache_dir)
+    expand = expander(cache_dir, in_pods=True)  # Pro runs every task as a pod
     seen: list[tuple[DbtRequest, Expansion]] = []
 
     def capture(request: DbtRequest) -> Expansion:

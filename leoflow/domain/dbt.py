@@ -56,6 +56,9 @@ class DbtSpec(BaseModel):
     defaults: dict[str, Any] = Field(default_factory=dict)
     executable: str = "dbt"
     batch: Literal["none"] = "none"
+    # The DAG file's folder inside the DAG image, for tasks run as pods
+    # (leoflow/dbt/image.py); None: the same path as where the file is loaded.
+    image_dir: str | None = None
     # Set by ``leoflow dags apply`` (leoflow/domain/dbt_resolved.py): the nodes are
     # already tasks of the document, and this says which manifest they came from.
     resolved: DbtResolution | None = None
@@ -80,6 +83,13 @@ class DbtSpec(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
+        return value
+
+    @field_validator("image_dir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"expected an absolute path inside the DAG image, got {value!r}")
         return value
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from leoflow.api.app import create_app
 from leoflow.api.server import RunningApi, start_server
-from leoflow.dagfile.loader import LoadOptions, load_dag_file, parse_dag
+from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file, load_options, parse_dag
 from leoflow.dbt.project import Project, expander, load_manifest
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dbt_resolved import manifest_sha256
@@ -235,3 +235,52 @@ async def test_a_resolved_section_without_its_tasks_is_refused(
     assert "dbt.resolved.tasks" in fields, fields
     assert "(dbt.a)" in fields["dbt.resolved.tasks"]
     assert await pg_store.get_dag("mini_pro") is None
+
+
+def test_image_dir_names_the_project_where_the_image_holds_it_wherever_pods_run(
+    tmp_path: Path,
+) -> None:
+    """Applied from a checkout: the pods' commands name the image's paths, the same as
+    `leoflow run --executor kubernetes` gives; Lite on this host keeps the checkout's."""
+    from leoflow.commands.dbt_apply import resolve
+
+    _project(tmp_path)
+    path = tmp_path / "dag.yaml"
+    text = DAG.replace("  target: prod\n", "  target: prod\n  image_dir: /opt/dags/mini_pro\n")
+    text = text.replace("/nonexistent/dbt", "bin/dbt")  # relative to the DAG file
+    path.write_text(text)
+    cache = tmp_path / "cache"
+    resolved = resolve(path, text, cache)
+    assert resolved.resolution is not None
+    assert resolved.resolution.project_dir == "/opt/dags/mini_pro/mini"
+    applied = parse_dag(resolved.text, Path("<api>/dag.yaml"))
+    task = applied.tasks["dbt.b"]
+    assert task.command[5:] == [
+        "/opt/dags/mini_pro/bin/dbt", "run", "--select", "fqn:mini.b",
+        "--project-dir", "/opt/dags/mini_pro/mini",
+        "--profiles-dir", "/opt/dags/mini_pro/profiles", "--target", "prod",
+    ]  # fmt: skip
+    assert task.env["DBT_PROFILES_DIR"] == "/opt/dags/mini_pro/profiles"
+    assert (
+        task.env["LEOFLOW_DBT_PARTIAL_PARSE"]
+        == "/opt/dags/mini_pro/mini/target/partial_parse.msgpack"
+    )
+
+    in_pods = load_dag_file(
+        path, load_options("kubernetes", (), dbt=expander(cache, in_pods=True))
+    ).spec
+    assert in_pods.tasks == applied.tasks
+    lite = load_dag_file(path, LoadOptions(dbt=expander(cache))).spec
+    local = str((tmp_path / "mini").resolve())
+    assert lite.tasks["dbt.b"].command[9:11] == ["--project-dir", local]
+    assert lite.tasks["dbt.b"].command[5] == str((tmp_path / "bin" / "dbt").resolve())
+
+
+def test_a_relative_image_dir_is_a_load_error_naming_it(tmp_path: Path) -> None:
+    _project(tmp_path)
+    path = tmp_path / "dag.yaml"
+    path.write_text(DAG.replace("  target: prod\n", "  target: prod\n  image_dir: opt/dags\n"))
+    with pytest.raises(DagFileError) as info:
+        load_dag_file(path, LoadOptions(dbt=expander(tmp_path / "cache", in_pods=True)))
+    assert [(p.field, p.line) for p in info.value.problems] == [("dbt.image_dir", 13)]
+    assert "expected an absolute path inside the DAG image, got 'opt/dags'" in str(info.value)

@@ -220,7 +220,8 @@ async def test_a_dbt_dag_applied_to_the_api_runs_its_models_as_pods_like_leoflow
     for pod in pro_pods.values():
         server.store.remove("pods", TASK_NS, pod["metadata"]["name"])
     options = LoadOptions(
-        passthrough=lite_settings.task_pod_passthrough, dbt=expander(home / "dbt-cache")
+        passthrough=lite_settings.task_pod_passthrough,
+        dbt=expander(home / "dbt-cache", in_pods=True),
     )
     loaded = load_dag_file(path, options)
     async with FakeKubelet(server, run_commands=True, namespace=TASK_NS):
