@@ -93,11 +93,23 @@ def _project_dir_of(expansion: Expansion) -> str | None:
     return None
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """No anchors: a value the file shared through a merge key is written out each time."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _dump(document: Mapping[str, Any]) -> str:
     # Leaf lists and mappings in flow style keep a 1,000-model DAG well under the API's
     # body limit (api_dag_body_limit); the reader is the same bounded YAML reader.
-    return yaml.safe_dump(
-        dict(document), sort_keys=False, allow_unicode=True, default_flow_style=None, width=1000
+    return yaml.dump(
+        dict(document),
+        Dumper=_PlainDumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=None,
+        width=1000,
     )
 
 

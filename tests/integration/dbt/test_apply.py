@@ -284,3 +284,46 @@ def test_a_relative_image_dir_is_a_load_error_naming_it(tmp_path: Path) -> None:
         load_dag_file(path, LoadOptions(dbt=expander(tmp_path / "cache", in_pods=True)))
     assert [(p.field, p.line) for p in info.value.problems] == [("dbt.image_dir", 13)]
     assert "expected an absolute path inside the DAG image, got 'opt/dags'" in str(info.value)
+
+
+def test_the_resolved_document_loads_to_the_same_dag_whatever_the_file_uses(
+    tmp_path: Path,
+) -> None:
+    """Anchors and merge keys, times, durations, strings YAML would read as booleans."""
+    from leoflow.commands.dbt_apply import resolve
+
+    _project(tmp_path)
+    path = tmp_path / "dag.yaml"
+    text = """\
+dag_id: mini_pro
+schedule: "0 4 * * *"
+timezone: Europe/Paris
+start_date: 2026-01-01T00:00:00Z
+deadline: 2h
+tags: [nightly, "yes", "on"]
+defaults: &d
+  retries: 2
+  retry_delay: 30s
+  env: {X: 1, Y: true}
+tasks:
+  publish:
+    <<: *d
+    command: "echo published"
+    timeout: 1h
+    depends_on: [dbt.b]
+dbt:
+  project_dir: mini
+  executable: /nonexistent/dbt
+  select: "+b"
+  defaults: {timeout: 10m, retries: 0}
+"""
+    path.write_text(text)
+    cache = tmp_path / "cache"
+    resolved = resolve(path, text, cache)
+    assert "&" not in resolved.text and "*" not in resolved.text.replace("* * *", "")
+    applied = parse_dag(resolved.text, Path("<api>/dag.yaml"))
+    lite = load_dag_file(path, LoadOptions(dbt=expander(cache, in_pods=True))).spec
+    assert applied.model_dump(exclude={"dbt"}) == lite.model_dump(exclude={"dbt"})
+    assert set(applied.tasks) == {"publish", "dbt.a", "dbt.b"}
+    assert applied.tasks["dbt.a"].retries == 0 and applied.tasks["dbt.a"].timeout == 600
+    assert applied.tasks["dbt.a"].retry_delay == 30 and applied.tasks["dbt.a"].env["Y"] == "true"
