@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from leoflow.api.app import create_app
+from leoflow.api.auth import Auth
 from leoflow.api.server import RunningApi, start_server
 from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file, load_options, parse_dag
 from leoflow.dbt.project import Project, expander, load_manifest
@@ -141,6 +142,13 @@ async def test_apply_stores_the_tasks_the_lite_loader_makes_and_says_where_from(
         "nodes": 3,
         "tasks": ["dbt.a", "dbt.b", "dbt.c"],
     }
+    # The web UI's DAG page says so too.
+    open_app = create_app(pg_store, make_settings(tmp_path / "api"), auth=Auth.disabled())
+    transport = httpx.ASGITransport(app=open_app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as ui:
+        page = (await ui.get("/dags/mini_pro")).text
+    sha = detail["dbt"]["manifest_sha256"]
+    assert f'<code>mini</code>: 3 nodes, manifest <code title="{sha}">{sha[:12]}</code>' in page
     command = detail["spec"]["tasks"]["dbt.b"]["command"]
     assert command[:5] == ["leoflow", "dbt-task", "--task", "dbt.b", "--"]
     assert command[5:] == [
