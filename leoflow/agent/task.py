@@ -18,7 +18,7 @@ from typing import Any
 from leoflow.agent.child import ChildProtocol
 from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import task_environment
-from leoflow.agent.lifeline import parent_death_hook
+from leoflow.agent.lifeline import lifeline
 from leoflow.agent.logship import LogShipper
 from leoflow.agent.outcome import (
     EXIT_CANNOT_EXECUTE,
@@ -214,17 +214,20 @@ class TaskRun:
         # A command may say why it failed in a line of its own (the dbt wrapper does).
         self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = reason_path()
         oom_before = self.sup.sample_oom(self)
+        argv, hook = lifeline(
+            own_program(list(spec.argv)), env, cwd=spec.cwd or None, switches_user=bool(as_user)
+        )
         try:
             transport, proto = await loop.subprocess_exec(
                 lambda: ChildProtocol(shipper),
-                *own_program(list(spec.argv)),
+                *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=env,
                 cwd=spec.cwd or None,
                 process_group=0,
-                preexec_fn=parent_death_hook(),
+                preexec_fn=hook,
                 **as_user,
             )
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
