@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -238,6 +239,11 @@ class TaskInstanceOut(_Out):
     exit_code: int | None
     reason: str | None
     message: str | None
+    output: Any = Field(
+        None,
+        description="the JSON value its last successful try wrote to $LEOFLOW_OUTPUT "
+        "(null: none); its downstream tasks get it as LEOFLOW_INPUT_<TASK>",
+    )
 
 
 class TaskInstancePage(_Out):
@@ -248,7 +254,9 @@ class TaskInstancePage(_Out):
 
 
 def ti_out(row: TaskInstance) -> TaskInstanceOut:
-    return TaskInstanceOut.model_validate(row, from_attributes=True)
+    out = TaskInstanceOut.model_validate(row, from_attributes=True)
+    # Stored as JSON text (checked when it was recorded); shown as the value itself.
+    return out.model_copy(update={"output": json.loads(row.output) if row.output else None})
 
 
 class ClearResult(_Out):

@@ -29,6 +29,8 @@ class EndReason(StrEnum):
     AGENT_DIED = "agent_died"
     UPSTREAM_FAILED = "upstream_failed"
     SKIPPED = "skipped"
+    # The command exited 0 but its $LEOFLOW_OUTPUT was too big or not JSON.
+    OUTPUT_INVALID = "output_invalid"
 
 
 class WaitNote(StrEnum):

@@ -19,6 +19,7 @@ from leoflow.domain.backfill import run_env
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import TaskFinished, TaskStarted, context_env
+from leoflow.domain.outputs import OUTPUT_LIMIT, settle_output
 from leoflow.domain.progress import end_of_try
 from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import TaskState
@@ -31,6 +32,8 @@ from leoflow.scheduler.agent_backend import (
 )
 from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
+from leoflow.scheduler.mirror import RunMirror
+from leoflow.scheduler.outputs import mirror_inputs, stored_inputs
 from leoflow.secrets import SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
@@ -77,7 +80,7 @@ class SchedulerBackend:
 
     # ------------------------------------------------------------ leader path
 
-    def _local(self, ti_pk: int) -> tuple[Scheduler, TaskSpec, str, str] | None:
+    def _local(self, ti_pk: int) -> tuple[Scheduler, TaskSpec, str, str, RunMirror] | None:
         scheduler = self._scheduler()
         if scheduler is None:
             return None
@@ -85,12 +88,12 @@ class SchedulerBackend:
         run = scheduler.run_of(ti) if ti is not None else None
         if ti is None or run is None:
             return None
-        return scheduler, run.spec.tasks[ti.task_id], run.dag_id, run.run_id
+        return scheduler, run.spec.tasks[ti.task_id], run.dag_id, run.run_id, run
 
     async def session(self, ti_pk: int, try_number: int) -> TaskSession | None:
         local = self._local(ti_pk)
         if local is not None:
-            scheduler, spec, dag_id, run_id = local
+            scheduler, spec, dag_id, run_id, _ = local
             ti = scheduler.task(ti_pk)
             assert ti is not None
             if ti.try_number != try_number or ti.state not in _LIVE:
@@ -114,7 +117,8 @@ class SchedulerBackend:
                     raise SessionRefused(
                         "the task instance is no longer waiting for this try to start"
                     )
-                return _start_spec(s, local[1], await self._run_env(s))
+                inputs = mirror_inputs(local[4], ti.task_id)
+                return _start_spec(s, local[1], await self._run_env(s), inputs)
         task = await self._task_spec(s.dag_id, s.task_id)
         if task is None:
             raise SessionRefused("the task's DAG no longer defines it")
@@ -138,7 +142,8 @@ class SchedulerBackend:
             )
             if not resent:  # a Start resent after a lost reply finds its own try running
                 raise SessionRefused("the task instance is no longer waiting for this try to start")
-        return _start_spec(s, task, await self._run_env(s))
+        inputs = await stored_inputs(self._store, s.ti_pk, task.depends_on)
+        return _start_spec(s, task, await self._run_env(s), inputs)
 
     async def heartbeat(self, s: TaskSession) -> bool:
         scheduler = self._scheduler()
@@ -157,11 +162,13 @@ class SchedulerBackend:
 
     async def complete(self, s: TaskSession, outcome: Outcome) -> None:
         now = self._clock()
-        reason = outcome_of(outcome)
-        code, message = outcome.exit_code, outcome.message
+        reason, message, output = settle_output(
+            outcome_of(outcome), outcome.message, outcome.output, outcome.output_error
+        )
+        code = outcome.exit_code
         local = self._local(s.ti_pk)
         if local is not None and await self._submit(
-            local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now)
+            local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now, output)
         ):
             return
         row = await self._store.get_task_instance(s.ti_pk)
@@ -171,6 +178,8 @@ class SchedulerBackend:
         tries: dict[str, Any] = {"try_number": row.try_number, "max_tries": row.max_tries}
         tries["retry_delay"] = task.retry_delay if task is not None else 0.0
         new, fields = end_of_try(reason, exit_code=code, message=message, at=now, **tries)
+        if new is TaskState.SUCCESS:
+            fields["output"] = output
         done = await self._store.transition_task(
             s.ti_pk, row.state, new, epoch=None, expected_try=s.try_number, **fields
         )
@@ -219,9 +228,11 @@ class SchedulerBackend:
 _LIVE = (TaskState.QUEUED, TaskState.RUNNING)
 
 
-def _start_spec(s: TaskSession, spec: TaskSpec, run: dict[str, str]) -> StartSpec:
+def _start_spec(
+    s: TaskSession, spec: TaskSpec, run: dict[str, str], inputs: dict[str, str]
+) -> StartSpec:
     env = {**spec.env, **run, **context_env(s.dag_id, s.run_id, s.task_id, s.try_number)}
-    return StartSpec(argv=spec.argv(), env=env, cwd="", timeout_seconds=spec.timeout)
+    return StartSpec(spec.argv(), env, "", spec.timeout, inputs, OUTPUT_LIMIT)
 
 
 def signing_key(settings: Settings) -> bytes:

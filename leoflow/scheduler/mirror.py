@@ -43,6 +43,7 @@ class TaskMirror:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
+    output: str | None = None  # JSON text: what its downstream tasks get as input
 
     @classmethod
     def from_row(cls, row: TaskInstance) -> TaskMirror:

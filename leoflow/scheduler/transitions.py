@@ -19,6 +19,7 @@ from leoflow.scheduler import metrics
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import LIVE, Book
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.scheduler.outputs import mirror_inputs
 from leoflow.store.rows import TaskChange
 
 log = logging.getLogger("leoflow.scheduler")
@@ -46,7 +47,9 @@ class Transitions:
                 )
                 metrics.RUNNING.inc()
         elif isinstance(event, TaskFinished):
-            self.finish_try(ti, event.reason, event.message, event.exit_code, event.at, batch)
+            self.finish_try(
+                ti, event.reason, event.message, event.exit_code, event.at, batch, event.output
+            )
         elif (
             isinstance(event, LaunchWaiting)
             and ti.state is TaskState.QUEUED
@@ -64,6 +67,7 @@ class Transitions:
         exit_code: int | None,
         at: float,
         batch: Batch,
+        output: str | None = None,
     ) -> None:
         if ti.state not in LIVE:
             return
@@ -79,6 +83,8 @@ class Transitions:
             at=at,
             declared_tries=spec.max_tries if spec is not None else None,
         )
+        if new is TaskState.SUCCESS:
+            fields["output"] = output  # None too: an earlier try's output is gone
         self.book.move(ti, new, batch, **fields)
         if was_running:
             metrics.RUNNING.dec()
@@ -148,6 +154,7 @@ class Transitions:
             spec=run.spec.tasks[ti.task_id],
             ticket=ticket,
             env=run_env(run.spec, run.logical_date),
+            inputs={} if self.uses_agent else mirror_inputs(run, ti.task_id),
         )
 
     def finish_runs(self, now: float, batch: Batch) -> None:
