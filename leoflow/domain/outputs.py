@@ -70,4 +70,5 @@ def settle_output(
     problem = output_error or (output_problem(output) if output is not None else None)
     if problem:
         return EndReason.OUTPUT_INVALID, problem, None
-    return reason, message, output
+    # ``echo "$X" > $LEOFLOW_OUTPUT`` ends in a newline; a gathered list reads better without.
+    return reason, message, None if output is None else output.strip()

@@ -18,6 +18,7 @@ from leoflow.domain.states import RunState, TaskState
 from leoflow.scheduler import metrics
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import LIVE, Book
+from leoflow.scheduler.mapping import Expansions
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.outputs import mirror_inputs
 from leoflow.store.rows import TaskChange
@@ -29,6 +30,7 @@ class Transitions:
     def __init__(self, book: Book, *, uses_agent: bool) -> None:
         self.book = book
         self.uses_agent = uses_agent
+        self.expansions = Expansions()  # mapped tasks wait here for their items
 
     def apply(self, event: ExecutorEvent, batch: Batch) -> None:
         ti = self.book.by_pk.get(event.ti_pk)
@@ -119,7 +121,7 @@ class Transitions:
                 reason=EndReason.SKIPPED,
                 message=f"trigger rule {rule} can no longer be met: " + ", ".join(deciding),
             )
-        for task_id in readiness.ready:
+        for task_id in self.expansions.hold(run, readiness.ready):
             ti = run.tasks[task_id]
             self.book.move(ti, TaskState.SCHEDULED, batch, ready_at=now)
             self.book.offer(ti)

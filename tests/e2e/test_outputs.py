@@ -46,3 +46,57 @@ def test_a_too_big_output_fails_the_run_and_says_why(leoflow: Leoflow, tmp_path:
     done = leoflow("run", str(dag))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the output is over the limit of 65536 bytes (64 KB)" in done.stdout
+
+
+def _rows(stdout: str) -> dict[str, list[str]]:
+    table = stdout.split("\n\n")[-2]
+    return {
+        cells[0]: cells
+        for cells in (re.split(r"\s{2,}", line.strip()) for line in table.splitlines()[1:])
+    }
+
+
+def test_a_task_mapped_over_an_upstreams_50_items_retries_one_item_alone(
+    leoflow: Leoflow, tmp_path: Path
+) -> None:
+    produce = (
+        "import json, os; "
+        "json.dump([f'file-{i}' for i in range(50)], open(os.environ['LEOFLOW_OUTPUT'], 'w'))"
+    )
+    each = (
+        'echo "$LEOFLOW_MAP_INDEX $LEOFLOW_MAP_ITEM try $LEOFLOW_TRY_NUMBER"; '
+        '[ "$LEOFLOW_MAP_INDEX" = 17 ] && [ "$LEOFLOW_TRY_NUMBER" = 1 ] && exit 3; '
+        'echo "$LEOFLOW_MAP_ITEM" > "$LEOFLOW_OUTPUT"'
+    )
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        f"""dag_id: fanout
+tasks:
+  list_files:
+    command: [{PY}, "-c", {json.dumps(produce)}]
+  each:
+    depends_on: [list_files]
+    map_over: {{output: list_files}}
+    retries: 1
+    command: {json.dumps(each)}
+  summary:
+    depends_on: [each]
+    command: 'echo "$LEOFLOW_INPUT_EACH"'
+"""
+    )
+    done = leoflow("run", str(dag), timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(done.stdout)
+    items = {f"each[{i}]" for i in range(50)}
+    assert items <= set(rows) and "each" not in rows
+    # The failing item ran twice; no other item ran again.
+    assert rows["each[17]"][1:3] == ["success", "2"]
+    assert all(rows[t][1:3] == ["success", "1"] for t in items - {"each[17]"})
+    run_id = _run_id(done.stdout, "fanout")
+    first = leoflow("logs", "fanout", run_id, "each[17]", "--try", "1")
+    assert '17 "file-17" try 1' in first.stdout, first.stdout + first.stderr
+    # The downstream ran once, after every item: it got all 50 outputs in order.
+    assert rows["summary"][1:3] == ["success", "1"]
+    summary = leoflow("logs", "fanout", run_id, "summary")
+    listed = next(line for line in summary.stdout.splitlines() if line.startswith("["))
+    assert json.loads(listed) == [f"file-{i}" for i in range(50)]
