@@ -120,3 +120,54 @@ tasks:
     assert final.state is RunState.FAILED
     assert tis["up"].reason == EndReason.OUTPUT_INVALID
     assert (tis["up"].message or "").startswith("the output is not valid JSON: ")
+
+
+MAPPED_CONF = """
+dag_id: by_conf
+tasks:
+  each:
+    map_over: {conf: files}
+    max_map_items: 3
+    command: 'echo "$LEOFLOW_MAP_INDEX $LEOFLOW_MAP_ITEM"'
+  after:
+    depends_on: [each]
+    command: "true"
+"""
+
+
+async def _run_with(rt: Runtime, conf: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    row = await rt.scheduler.trigger("by_conf", conf=conf)
+    final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 90)
+    tis = {t.task_id: t for t in await rt.store.list_task_instances(run_pk=row.pk)}
+    return final, tis
+
+
+async def test_a_task_mapped_over_the_runs_conf(runtime: Any) -> None:
+    rt = await runtime(MAPPED_CONF)
+    final, tis = await _run_with(rt, {"files": ["a.csv", {"name": "b"}]})
+    assert final.state is RunState.SUCCESS
+    assert set(tis) == {"each[0]", "each[1]", "after"}
+    assert tis["each[1]"].map_item == '{"name":"b"}'
+    log = await rt.store.read_log(tis["each[1]"].pk, 1)
+    assert log.decode().strip() == '1 {"name":"b"}'
+    # An empty list skips the mapped task (as Airflow does), and so its all_success downstream.
+    final, tis = await _run_with(rt, {"files": []})
+    assert final.state is RunState.SUCCESS
+    assert (tis["each"].state, tis["after"].state) == (TaskState.SKIPPED, TaskState.SKIPPED)
+    assert tis["each"].message == "map_over: conf key 'files' is empty, so no item runs"
+
+
+async def test_a_conf_list_past_max_map_items_or_missing_fails_the_mapped_task(
+    runtime: Any,
+) -> None:
+    rt = await runtime(MAPPED_CONF)
+    final, tis = await _run_with(rt, {"files": [1, 2, 3, 4]})
+    assert final.state is RunState.FAILED
+    assert set(tis) == {"each", "after"}  # no item was made
+    assert (tis["each"].state, tis["each"].reason) == (TaskState.FAILED, EndReason.MAP_FAILED)
+    assert tis["each"].message == (
+        "map_over: conf key 'files' has 4 items, more than max_map_items (3)"
+    )
+    assert tis["after"].state is TaskState.UPSTREAM_FAILED
+    final, tis = await _run_with(rt, {})
+    assert tis["each"].message == "map_over: the run's conf has no key 'files'"
