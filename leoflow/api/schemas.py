@@ -10,6 +10,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.outputs import item_of
 from leoflow.domain.states import RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance
 from leoflow.store.rows import DagRow, RunRow
@@ -244,6 +245,10 @@ class TaskInstanceOut(_Out):
         description="the JSON value its last successful try wrote to $LEOFLOW_OUTPUT "
         "(null: none); its downstream tasks get it as LEOFLOW_INPUT_<TASK>",
     )
+    map_index: int | None = Field(
+        None, description="for one item of a mapped task (task_id 'task[3]'): its index"
+    )
+    map_item: Any = Field(None, description="for one item of a mapped task: the item")
 
 
 class TaskInstancePage(_Out):
@@ -256,7 +261,14 @@ class TaskInstancePage(_Out):
 def ti_out(row: TaskInstance) -> TaskInstanceOut:
     out = TaskInstanceOut.model_validate(row, from_attributes=True)
     # Stored as JSON text (checked when it was recorded); shown as the value itself.
-    return out.model_copy(update={"output": json.loads(row.output) if row.output else None})
+    item = item_of(row.task_id) if row.map_item is not None else None
+    return out.model_copy(
+        update={
+            "output": json.loads(row.output) if row.output else None,
+            "map_index": item[1] if item is not None else None,
+            "map_item": json.loads(row.map_item) if row.map_item is not None else None,
+        }
+    )
 
 
 class ClearResult(_Out):

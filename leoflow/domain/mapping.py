@@ -178,8 +178,10 @@ def with_items(spec: DagSpec, tis: Sequence[TaskInstance]) -> DagSpec:
     every task that depended on it depending on all of them."""
     items: dict[str, list[tuple[int, str]]] = {}
     for ti in tis:
+        if ti.map_item is None:  # most task instances: one look, no parsing
+            continue
         found = item_of(ti.task_id)
-        if found is not None and found[0] in spec.tasks and ti.map_item is not None:
+        if found is not None and found[0] in spec.tasks:
             items.setdefault(found[0], []).append((found[1], ti.map_item))
     if not items:
         return spec

@@ -19,10 +19,12 @@ from leoflow.domain.backfill import run_env
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import TaskFinished, TaskStarted, context_env
-from leoflow.domain.outputs import OUTPUT_LIMIT, settle_output
+from leoflow.domain.mapping import with_items
+from leoflow.domain.outputs import OUTPUT_LIMIT, item_of, settle_output
 from leoflow.domain.progress import end_of_try
 from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import TaskState
+from leoflow.domain.task_instance import TaskInstance
 from leoflow.scheduler.agent_backend import (
     Outcome,
     SessionRefused,
@@ -102,7 +104,7 @@ class SchedulerBackend:
         row = await self._store.get_task_instance(ti_pk)
         if row is None or row.try_number != try_number or row.state not in _LIVE:
             return None
-        task = await self._task_spec(row.dag_id, row.task_id)
+        task = await self._task_spec(row.dag_id, row.task_id, row)
         secrets = task.secrets if task is not None else ()
         return TaskSession(ti_pk, try_number, row.dag_id, row.run_id, row.task_id, secrets)
 
@@ -119,7 +121,7 @@ class SchedulerBackend:
                     )
                 inputs = mirror_inputs(local[4], ti.task_id)
                 return _start_spec(s, local[1], await self._run_env(s), inputs)
-        task = await self._task_spec(s.dag_id, s.task_id)
+        task = await self._task_spec(s.dag_id, s.task_id, s.ti_pk)
         if task is None:
             raise SessionRefused("the task's DAG no longer defines it")
         started = await self._store.transition_task(
@@ -174,7 +176,7 @@ class SchedulerBackend:
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
             raise SessionRefused("the task instance no longer accepts this try's outcome")
-        task = await self._task_spec(s.dag_id, s.task_id)
+        task = await self._task_spec(s.dag_id, s.task_id, s.ti_pk)
         tries: dict[str, Any] = {"try_number": row.try_number, "max_tries": row.max_tries}
         tries["retry_delay"] = task.retry_delay if task is not None else 0.0
         new, fields = end_of_try(reason, exit_code=code, message=message, at=now, **tries)
@@ -214,7 +216,9 @@ class SchedulerBackend:
             return {}
         return run_env(cached[1], row.logical_date)
 
-    async def _task_spec(self, dag_id: str, task_id: str) -> TaskSpec | None:
+    async def _task_spec(
+        self, dag_id: str, task_id: str, ti: TaskInstance | int
+    ) -> TaskSpec | None:
         dag = await self._store.get_dag(dag_id)
         if dag is None:
             return None
@@ -222,7 +226,12 @@ class SchedulerBackend:
         if cached is None or cached[0] != dag.spec_hash:
             cached = (dag.spec_hash, parse_spec(dag.spec_json))
             self._specs[dag_id] = cached
-        return cached[1].tasks.get(task_id)
+        task = cached[1].tasks.get(task_id)
+        if task is None and item_of(task_id) is not None:
+            # One item of a mapped task: the DAG names the task; its row holds the item.
+            row = await self._store.get_task_instance(ti) if isinstance(ti, int) else ti
+            task = with_items(cached[1], [row]).tasks.get(task_id) if row is not None else None
+        return task
 
 
 _LIVE = (TaskState.QUEUED, TaskState.RUNNING)

@@ -150,6 +150,9 @@ async def test_a_task_mapped_over_the_runs_conf(runtime: Any) -> None:
     assert tis["each[1]"].map_item == '{"name":"b"}'
     log = await rt.store.read_log(tis["each[1]"].pk, 1)
     assert log.decode().strip() == '1 {"name":"b"}'
+    shown = ti_out(tis["each[1]"])
+    assert (shown.map_index, shown.map_item) == (1, {"name": "b"})
+    assert ti_out(tis["after"]).map_index is None
     # An empty list skips the mapped task (as Airflow does), and so its all_success downstream.
     final, tis = await _run_with(rt, {"files": []})
     assert final.state is RunState.SUCCESS
