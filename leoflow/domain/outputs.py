@@ -20,6 +20,9 @@ from collections.abc import Iterable, Mapping
 from leoflow.domain.reasons import EndReason
 
 OUTPUT_LIMIT = 64 * 1024
+# All of one task's inputs together (a mapped upstream gives one output per item): they
+# travel in one agent message, whose limit is 4 MiB.
+INPUTS_LIMIT = 1024 * 1024
 NO_OUTPUT = "null"
 _ITEM = re.compile(r"(.+)\[(\d+)\]")
 
@@ -58,6 +61,17 @@ def inputs_for(upstreams: Iterable[str], outputs: Mapping[str, str | None]) -> d
     for base, found in items.items():
         inputs[base] = "[" + ",".join(text or NO_OUTPUT for _, text in sorted(found)) + "]"
     return inputs
+
+
+def inputs_problem(outputs: Iterable[str | None], limit: int = INPUTS_LIMIT) -> str | None:
+    """Why a task cannot be given these upstream outputs, or None when it can."""
+    size = sum(len(text) for text in outputs if text)
+    if size > limit:
+        return (
+            f"its upstreams' outputs are {size} bytes together; a task's inputs are at most "
+            f"{limit} bytes ({limit // 1024 // 1024} MiB)"
+        )
+    return None
 
 
 def settle_output(

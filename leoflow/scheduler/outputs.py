@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from leoflow.domain.outputs import inputs_for, item_of
+from leoflow.domain.outputs import inputs_for, inputs_problem, item_of
 from leoflow.scheduler.mirror import RunMirror
 from leoflow.store import Store
 
@@ -14,6 +14,15 @@ def mirror_inputs(run: RunMirror, task_id: str) -> dict[str, str]:
         return {}
     found = (run.tasks.get(u) for u in task.depends_on)
     return inputs_for(task.depends_on, {ti.task_id: ti.output for ti in found if ti is not None})
+
+
+def launch_problem(run: RunMirror, task_id: str) -> str | None:
+    """Why the task cannot start with its inputs (too big together), or None."""
+    task = run.spec.tasks.get(task_id)
+    if task is None or not task.depends_on:
+        return None
+    found = (run.tasks.get(u) for u in task.depends_on)
+    return inputs_problem(ti.output for ti in found if ti is not None)
 
 
 async def stored_inputs(store: Store, ti_pk: int, upstreams: tuple[str, ...]) -> dict[str, str]:

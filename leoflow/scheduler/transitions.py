@@ -20,7 +20,7 @@ from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import LIVE, Book
 from leoflow.scheduler.mapping import Expansions
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
-from leoflow.scheduler.outputs import mirror_inputs
+from leoflow.scheduler.outputs import launch_problem, mirror_inputs
 from leoflow.store.rows import TaskChange
 
 log = logging.getLogger("leoflow.scheduler")
@@ -138,7 +138,11 @@ class Transitions:
             if ti.ready_at is not None:
                 metrics.DISPATCH_LATENCY.observe(max(0.0, now - ti.ready_at))
             self.book.task_changed(ti)
-            batch.launches.append(self._launch_of(self.book.runs[ti.run_pk], ti, batch))
+            run = self.book.runs[ti.run_pk]
+            if (problem := launch_problem(run, ti.task_id)) is not None:
+                self.finish_try(ti, EndReason.LAUNCH_FAILED, problem, None, now, batch)
+                continue
+            batch.launches.append(self._launch_of(run, ti, batch))
             metrics.ADMITTED.inc()
         metrics.observe_admission(self.book.admission)
 

@@ -174,3 +174,26 @@ async def test_a_conf_list_past_max_map_items_or_missing_fails_the_mapped_task(
     assert tis["after"].state is TaskState.UPSTREAM_FAILED
     final, tis = await _run_with(rt, {})
     assert tis["each"].message == "map_over: the run's conf has no key 'files'"
+
+
+async def test_inputs_over_1_mib_together_fail_the_downstream_at_launch(runtime: Any) -> None:
+    write = "import os; open(os.environ['LEOFLOW_OUTPUT'], 'w').write('\"' + 'x' * 60000 + '\"')"
+    rt = await runtime(
+        f"""
+dag_id: wide
+tasks:
+  each:
+    map_over: {json.dumps(list(range(20)))}
+    command: [{PY}, "-c", {json.dumps(write)}]
+  gather:
+    depends_on: [each]
+    command: "true"
+""",
+        executor="subprocess",
+    )
+    final, tis = await _run(rt, "wide")
+    assert final.state is RunState.FAILED
+    assert all(tis[f"each[{i}]"].state is TaskState.SUCCESS for i in range(20))
+    gather = tis["gather"]
+    assert (gather.state, gather.reason) == (TaskState.FAILED, EndReason.LAUNCH_FAILED)
+    assert "1200040 bytes together" in (gather.message or "")

@@ -7,6 +7,7 @@ import json
 from leoflow.domain.outputs import (
     OUTPUT_LIMIT,
     inputs_for,
+    inputs_problem,
     item_of,
     output_problem,
     settle_output,
@@ -62,3 +63,12 @@ def test_item_ids() -> None:
     assert item_of("fetch[12]") == ("fetch", 12)
     assert item_of("fetch") is None
     assert item_of("fetch[x]") is None
+
+
+def test_a_tasks_inputs_together_are_bounded() -> None:
+    assert inputs_problem(["x" * 1000, None] * 10) is None
+    problem = inputs_problem(["x" * 60000] * 20)
+    assert problem == (
+        "its upstreams' outputs are 1200000 bytes together; a task's inputs are at most "
+        "1048576 bytes (1 MiB)"
+    )
