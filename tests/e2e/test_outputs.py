@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.conftest import Leoflow
+from tests.e2e.conftest import LEOFLOW, Leoflow
+from tests.e2e.test_dbt import _query, _tasks, _wait
 
 PY = json.dumps(sys.executable)
 
@@ -100,3 +104,54 @@ tasks:
     summary = leoflow("logs", "fanout", run_id, "summary")
     listed = next(line for line in summary.stdout.splitlines() if line.startswith("["))
     assert json.loads(listed) == [f"file-{i}" for i in range(50)]
+
+
+def test_lite_maps_over_conf_clears_one_item_alone_and_shows_outputs(
+    env: dict[str, str], leoflow: Leoflow, home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "regions.yaml").write_text(
+        """dag_id: regions
+tasks:
+  each:
+    map_over: {conf: regions}
+    command: >-
+      echo "{\\"region\\": $LEOFLOW_MAP_ITEM, \\"try\\": $LEOFLOW_TRY_NUMBER}"
+      > $LEOFLOW_OUTPUT
+"""
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = f"http://127.0.0.1:{port}"
+    lite_env = {**env, "LEOFLOW_SCHEDULER_POLL_INTERVAL": "0.2"}
+    lite_env["LEOFLOW_API_LISTEN"] = f"127.0.0.1:{port}"
+    with open(tmp_path / "lite.out", "w") as out:
+        proc = subprocess.Popen(
+            [LEOFLOW, "lite", "--dags", str(folder)], env=lite_env, stdout=out, stderr=out
+        )
+    try:
+        conf = json.dumps({"regions": ["eu", "us", "apac"]})
+        trigger = ("trigger", "regions", "--run-id", "r1", "--conf", conf, "--server", server)
+        _wait(lambda: leoflow(*trigger).returncode == 0, "the DAG to load and take a run", 120)
+        items = {f"each[{i}]" for i in range(3)}
+        _wait(lambda: {t for t, (s, _, _) in _tasks(home).items() if s == "success"} == items,
+              "the items to succeed", 120)  # fmt: skip
+        _wait(lambda: _query(home, "select state from dag_runs") == [("success",)], "the run end")
+        cleared = leoflow("clear", "regions", "r1", "each[1]", "--server", server)
+        assert cleared.returncode == 0, cleared.stdout + cleared.stderr
+        _wait(lambda: _tasks(home)["each[1]"][:2] == ("success", 2), "each[1] to run again", 120)
+        tasks = _tasks(home)
+        assert tasks["each[0]"][:2] == tasks["each[2]"][:2] == ("success", 1)  # not run again
+        shown = leoflow("tasks", "show", "regions", "r1", "each[1]", "--server", server)
+        assert shown.returncode == 0, shown.stderr
+        assert "state: success" in shown.stdout and "try: 2/" in shown.stdout
+        assert '"region": "us"' in shown.stdout and '"try": 2' in shown.stdout
+        listed = leoflow("tasks", "regions", "r1", "--server", server, "--json")
+        rows = {row["task_id"]: row for row in json.loads(listed.stdout)}
+        assert rows["each[2]"]["map_index"] == 2 and rows["each[2]"]["map_item"] == "apac"
+        assert rows["each[2]"]["output"] == {"region": "apac", "try": 1}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
