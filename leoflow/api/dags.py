@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,8 +88,15 @@ async def apply_dag(
     settings = ctx.settings
     store = ctx.store
     known_pools = {p.name for p in await store.list_pools()} | set(settings.pools)
+    known_secrets = None
+    if ctx.secret_names is not None:
+        known_secrets = await asyncio.to_thread(ctx.secret_names)
     options = load_options(
-        settings.executor, settings.task_pod_passthrough, known_pools=known_pools
+        settings.executor,
+        settings.task_pod_passthrough,
+        known_pools=known_pools,
+        known_secrets=known_secrets,
+        secrets_where=ctx.secrets_where,
     )
     try:
         spec = parse_dag(text, _api_path(name), options)

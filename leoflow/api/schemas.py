@@ -272,8 +272,16 @@ def ti_out(row: TaskInstance) -> TaskInstanceOut:
 
 
 class ClearResult(_Out):
-    cleared: list[str]
+    cleared: list[str] = Field(
+        description="the tasks cleared (finished run), or that the request will clear"
+    )
     run: RunOut
+    pending: bool = Field(
+        default=False,
+        description="true (status 202) for a running run: the scheduler applies the clear "
+        "on its next poll, stopping the live tries",
+    )
+    request_id: int | None = Field(default=None, description="the clear request (pending only)")
 
 
 class Blocker(_Out):
