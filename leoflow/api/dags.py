@@ -38,7 +38,9 @@ _YAML_BODY: dict[str, Any] = {
         "required": True,
         "description": "the DAG document (leoflow.yaml), as text; a YAML media type "
         f"({', '.join(YAML_TYPES)}) is required (415 otherwise), at most "
-        "api_dag_body_limit bytes (413 otherwise)",
+        "api_dag_body_limit bytes (413 otherwise). A dbt: section arrives resolved "
+        "(dbt.resolved, its nodes already tasks): `leoflow dags apply` resolves it "
+        "against the project on disk, which the API does not have (422 otherwise)",
         "content": {t: {"schema": {"type": "string"}} for t in YAML_TYPES},
     }
 }

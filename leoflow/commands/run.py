@@ -69,10 +69,11 @@ async def _load_and_run(
 
     settled()  # the run's imports are done (see agent.startup_gc)
     secrets = DirectorySecrets(settings.resolved_secrets_dir)
+    in_pods = executor == "kubernetes"
     options = load_options(
         executor,
         settings.task_pod_passthrough,
-        dbt=expander(settings.home / "dbt-cache"),
+        dbt=expander(settings.home / "dbt-cache", in_pods=in_pods),
         known_secrets=secrets.names(),
         secrets_where=secrets.describe(),
     )

@@ -133,10 +133,11 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     secrets = DirectorySecrets(settings.resolved_secrets_dir)
+    in_pods = executor_name == "kubernetes"
     options = load_options(
         executor_name,
         settings.task_pod_passthrough,
-        dbt=expander(settings.home / "dbt-cache"),
+        dbt=expander(settings.home / "dbt-cache", in_pods=in_pods),
         secrets_where=secrets.describe(),
     )
     watcher = DagFolderWatcher(folder, options, say, secret_names=secrets.names)

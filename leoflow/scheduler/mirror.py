@@ -66,7 +66,10 @@ class RunMirror:
     spec: DagSpec
     order: tuple[str, ...]
     tasks: dict[str, TaskMirror] = field(default_factory=dict)
-    dirty: bool = True
+    dirty_flag: bool = True  # read and set as ``dirty``
+    # Where a run that turns dirty is noted (the book's ``dirty``), so a tick visits
+    # the runs that changed instead of every run.
+    dirty_sink: dict[int, RunMirror] | None = field(default=None, repr=False, compare=False)
     # evaluate/final_state kept up to date as tasks change (costs what changed)
     readiness: RunReadiness | None = None
     logical_date: float | None = None
@@ -92,6 +95,17 @@ class RunMirror:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)
         mirror.readiness = RunReadiness(spec, mirror.order, mirror.states())
         return mirror
+
+    @property
+    def dirty(self) -> bool:
+        """Something about the run changed since it was last advanced."""
+        return self.dirty_flag
+
+    @dirty.setter
+    def dirty(self, value: bool) -> None:
+        self.dirty_flag = value
+        if value and self.dirty_sink is not None:
+            self.dirty_sink[self.pk] = self
 
     @property
     def run_order(self) -> float:

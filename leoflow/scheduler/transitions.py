@@ -8,6 +8,7 @@ here awaits, so a tick's decisions see one consistent picture.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from leoflow.domain.backfill import run_env
 from leoflow.domain.credentials import issue_ticket
@@ -163,8 +164,12 @@ class Transitions:
             inputs={} if self.uses_agent else mirror_inputs(run, ti.task_id),
         )
 
-    def finish_runs(self, now: float, batch: Batch) -> None:
-        for run in list(self.book.runs.values()):
+    def finish_runs(
+        self, now: float, batch: Batch, runs: Iterable[RunMirror] | None = None
+    ) -> None:
+        """End the running runs whose tasks are all done: of ``runs`` (the ones whose
+        tasks changed this tick), or of every run."""
+        for run in list(self.book.runs.values() if runs is None else runs):
             if run.state is not RunState.RUNNING:
                 continue
             outcome = (
