@@ -8,6 +8,7 @@ text) in ``map_item``. If the placeholder moved meanwhile nothing is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 import sqlalchemy as sa
@@ -17,6 +18,7 @@ from leoflow.domain.mapping import item_task_id
 from leoflow.domain.states import TaskState
 from leoflow.store.base import now
 from leoflow.store.rows import TaskSeed
+from leoflow.store.runs import _seed_rows
 from leoflow.store.schema import task_instances
 
 if TYPE_CHECKING:
@@ -47,24 +49,10 @@ async def expand_task(
 ) -> bool:
     """Replace the placeholder ``ti_pk`` (task ``seed.task_id`` of ``run``) by one task
     instance per item; False if it was not ``none`` any more (nothing written)."""
-    at = now()
-    rows = [
-        {
-            "run_pk": run.pk,
-            "dag_id": run.dag_id,
-            "run_id": run.run_id,
-            "task_id": item_task_id(seed.task_id, index),
-            "state": TaskState.NONE.value,
-            "try_number": 0,
-            "max_tries": seed.max_tries,
-            "pool": seed.pool,
-            "pool_slots": seed.pool_slots,
-            "priority": seed.priority,
-            "updated_at": at,
-            "map_item": item,
-        }
-        for index, item in enumerate(items)
-    ]
+    seeds = [replace(seed, task_id=item_task_id(seed.task_id, i)) for i in range(len(items))]
+    rows = _seed_rows(seeds, run.pk, run.dag_id, run.run_id, now())
+    for row, item in zip(rows, items, strict=True):
+        row["map_item"] = item
     delete = sa.delete(task_instances).where(
         _ti.pk == ti_pk, _ti.state == TaskState.NONE.value, _ti.try_number == 0
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,10 +16,9 @@ import pytest
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.runtime.lite import run_dag
-from leoflow.settings import load_settings
 from tests.fakekube import FakeApiServer, FakeKubelet
 
-from .conftest import TASK_NS
+from .conftest import TASK_NS, kube_lite_settings
 
 pytestmark = pytest.mark.slow  # end to end through pods and real agents
 
@@ -59,18 +57,7 @@ tasks:
 async def test_each_item_is_its_own_pod_and_a_failed_item_is_retried_alone(
     server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bin_dir = str(Path(sys.executable).parent)
-    monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ.get("PATH", ""))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.setenv("KUBECONFIG", str(server.kubeconfig(tmp_path / "kubeconfig")))
-    (tmp_path / "secrets").mkdir()
-    settings = load_settings(
-        home=tmp_path / "home",
-        secrets_dir=tmp_path / "secrets",
-        scheduler_poll_interval=0.2,
-        task_namespace=TASK_NS,
-        executor="kubernetes",
-    )
+    settings = kube_lite_settings(server, tmp_path, monkeypatch)
     path = tmp_path / "dag.yaml"
     path.write_text(DAG)
     loaded = load_dag_file(path, LoadOptions(passthrough=settings.task_pod_passthrough))
