@@ -38,6 +38,7 @@ from leoflow.agent.outcome import (
     take_reason,
     warn,
 )
+from leoflow.agent.outputs import TaskFiles
 from leoflow.agent.supervisor import Heartbeats, Supervisor
 from leoflow.protocol.agent_v1 import pb
 
@@ -81,6 +82,7 @@ class TaskRun:
         self._kill_timer: asyncio.TimerHandle | None = None
         self._escalate = False
         self.reason_path = ""
+        self.files: TaskFiles | None = None
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -180,6 +182,8 @@ class TaskRun:
             self.sup.runs.discard(self)
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
+            if self.files is not None:
+                self.files.remove()
 
     async def _run_command(self, spec: Any) -> int:
         secrets: dict[str, str] = {}
@@ -195,6 +199,14 @@ class TaskRun:
                 )
             secrets[secret_env_name(name)] = resolved.value
         env = task_environment(self.sup.base_env, spec.env, secrets)
+        if spec.output_limit_bytes > 0 or spec.inputs:
+            self.files = TaskFiles(spec.inputs, spec.output_limit_bytes, self.sup.task_user)
+            try:
+                env.update(self.files.prepare())
+            except OSError as exc:
+                return await self._fail_before_start(
+                    EXIT_SETUP_FAILED, f"the task's input/output directory could not be made: {exc}"
+                )
         if not spec.argv:
             return await self._fail_before_start(EXIT_SETUP_FAILED, "the task has no command")
         stopped = self.cancel_reason or (
@@ -295,7 +307,21 @@ class TaskRun:
                 message = f"the agent received {signal_name(self.forwarded)} and forwarded it; " + (
                     message or "the command exited with code 0"
                 )
-        await self._report(exit_code, message, oom_killed=oom, signum=signum)
+        output, output_error = None, ""
+        ended_well = not (oom or self.timed_out or self.cancel_reason or exit_code)
+        if ended_well and self.files is not None:
+            output, output_error = self.files.take_output()
+            if output_error:
+                message = output_error
+                warn(f"{self.label}: {output_error}")
+        await self._report(
+            exit_code,
+            message,
+            oom_killed=oom,
+            signum=signum,
+            output=output,
+            output_error=output_error,
+        )
         return exit_code
 
     async def _fail_before_start(self, exit_code: int, message: str) -> int:
@@ -311,6 +337,8 @@ class TaskRun:
         oom_killed: bool = False,
         signum: int = 0,
         not_started: bool = False,
+        output: str | None = None,
+        output_error: str = "",
     ) -> None:
         request = pb.CompleteRequest(
             exit_code=exit_code,
@@ -319,6 +347,8 @@ class TaskRun:
             signal=signum,
             message=message,
             not_started=not_started,
+            output=output,
+            output_error=output_error,
         )
         try:
             await self.sup.channel.call("complete", request, self.token)

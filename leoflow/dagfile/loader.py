@@ -20,6 +20,7 @@ from leoflow.dagfile.notify_secrets import missing_webhook_secrets
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
+from leoflow.domain.mapping import map_problems
 from leoflow.domain.printable import printable
 
 DAG_FILE_SUFFIXES = (".yaml", ".yml")
@@ -301,7 +302,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
     if problems:
         raise DagFileError(path, problems)
 
-    semantic = _semantic_problems(spec, options)
+    semantic = _semantic_problems(spec, options) + map_problems(spec, dbt_tasks)
     if options.known_secrets is not None:
         semantic += missing_webhook_secrets(spec, raw, options.known_secrets, options.secrets_where)
     if semantic:

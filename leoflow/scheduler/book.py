@@ -13,6 +13,7 @@ from typing import Any
 
 from leoflow.domain.admission import Admission, Candidate
 from leoflow.domain.dag import DagSpec, TaskSpec
+from leoflow.domain.mapping import with_items
 from leoflow.domain.states import RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance, candidate
 from leoflow.scheduler.batch import Batch
@@ -121,7 +122,7 @@ class Book:
 
     def adopt(self, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstance]) -> RunMirror:
         present = {ti.task_id for ti in tis}
-        mirror = RunMirror.build(row, spec_for_tasks(spec, present), tis)
+        mirror = RunMirror.build(row, spec_for_tasks(with_items(spec, tis), present), tis)
         old = self.runs.get(row.pk)
         if old is not None:
             old.dirty_sink = None  # a stale mirror turning dirty must not displace this one

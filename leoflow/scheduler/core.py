@@ -50,6 +50,7 @@ from leoflow.scheduler.config import (
 from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.follow import StoreFollower
 from leoflow.scheduler.logbuffer import LogBuffer
+from leoflow.scheduler.mapping import Expander
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.notifications import Notifications
 from leoflow.scheduler.recovery import recover
@@ -134,6 +135,14 @@ class Scheduler:
             reload_run=self._follower.reload_run,
         )
         self._steps = Transitions(self.book, uses_agent=executor.uses_agent)
+        self._expander = Expander(
+            store,
+            self.book,
+            self._steps.expansions,
+            epoch=epoch,
+            clock=clock,
+            reload_run=self._follower.reload_run,
+        )
         self._timers = Timers(
             self.book,
             self._steps,
@@ -383,6 +392,8 @@ class Scheduler:
             self._cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:
             self._resolve_waiters(run)
+        if await self._expander.run():  # mapped tasks' items, in the store and the book
+            self._wakeup.set()
 
     async def _poll_store(self) -> None:
         """Follow what other processes wrote: DAG definitions and pools, due cron runs,

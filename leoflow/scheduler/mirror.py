@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.progress import topological_order
@@ -43,6 +44,7 @@ class TaskMirror:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
+    output: str | None = None  # JSON text: what its downstream tasks get as input
 
     @classmethod
     def from_row(cls, row: TaskInstance) -> TaskMirror:
@@ -72,6 +74,7 @@ class RunMirror:
     readiness: RunReadiness | None = None
     logical_date: float | None = None
     deadline_missed_at: float | None = None
+    conf: dict[str, Any] = field(default_factory=dict)  # a mapped task may map over a key
 
     @classmethod
     def build(cls, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstance]) -> RunMirror:
@@ -86,6 +89,7 @@ class RunMirror:
             order=topological_order(spec),
             logical_date=row.logical_date,
             deadline_missed_at=row.deadline_missed_at,
+            conf=row.conf,
         )
         for ti in tis:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)
