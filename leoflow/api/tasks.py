@@ -92,7 +92,9 @@ async def clear_task_instance(
             409, f"run {run_id!r} is queued: none of its tasks has run, so none can be cleared"
         )
     dag = await store.get_dag(dag_id)
-    spec = spec_of(dag) if dag is not None else None
+    # The run's own graph: a mapped task's items are its tasks (and their retries).
+    found = spec_of(dag) if dag is not None else None
+    spec = with_items(found, tis) if found is not None else None
     below = spec.downstream() if spec is not None and task_id in spec.tasks else {}
     names = clear_closure(task_id, below, with_downstream=downstream)
     if run.state not in RUN_TERMINAL:
