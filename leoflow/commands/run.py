@@ -66,7 +66,9 @@ async def _load_and_run(
     from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
 
     options = load_options(
-        executor, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
+        executor,
+        settings.task_pod_passthrough,
+        dbt=expander(settings.home / "dbt-cache", waves=executor != "kubernetes"),
     )
     loaded = load_target(args.target, Path(args.dags) if args.dags else None, options)
     if loaded is None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from leoflow.domain.dbt import Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtExpander, DbtRequest
+from leoflow.domain.dbt_waves import ENV_PLAN, ENV_RUNS, ENV_WAVE, wave_of
 
 PARSE_TIMEOUT = 600.0
 SCRATCH_DIR = "/tmp/leoflow-dbt"
@@ -261,8 +262,14 @@ def _resolve(base: Path, value: str) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
-def expander(cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR) -> DbtExpander:
-    """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here."""
+def expander(
+    cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR, *, waves: bool = False
+) -> DbtExpander:
+    """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here.
+
+    ``waves``: tasks share this host's ``scratch_dir`` (Lite), so ``batch: wave`` can
+    batch; without it (task pods) every dbt task runs its node alone.
+    """
     cache = cache_dir or default_cache_dir()
 
     def run(request: DbtRequest) -> Expansion:
@@ -291,12 +298,34 @@ def expander(cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR) -> D
             partial_parse=partial_parse_file(project, cache),
         )
         resolved = spec.model_copy(update={"executable": executable})
-        return expand(
+        expansion = expand(
             resolved,
             manifest,
             dag_id=request.dag_id,
             paths=paths,
             ordinary_tasks=request.ordinary_tasks,
         )
+        if expansion.waves is not None and waves and not expansion.problems:
+            _wire_waves(expansion, cache / project.key(), f"{scratch_dir}/{request.dag_id}/runs")
+        return expansion
 
     return run
+
+
+def _wire_waves(expansion: Expansion, home: Path, runs: str) -> None:
+    """Write the wave plan beside the manifest and point every dbt task at it."""
+    plan = expansion.waves or {}
+    text = json.dumps(plan, sort_keys=True, separators=(",", ":"))
+    path = home / f"waves-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if not path.is_file():
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    level_of = wave_of(plan)
+    for task_id, task in expansion.tasks.items():
+        env = task["env"]
+        env[ENV_RUNS] = runs
+        if task_id in level_of:
+            env[ENV_PLAN] = str(path)
+            env[ENV_WAVE] = level_of[task_id]

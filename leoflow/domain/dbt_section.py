@@ -84,6 +84,16 @@ def section_tasks(
         )
         return out
     user = spec.defaults
+    rule = user.get("trigger_rule") or dag_defaults.get("trigger_rule") or "all_success"
+    if spec.batch == "wave" and rule != "all_success":
+        # A wave's leader runs its peers on the proof that its own upstreams succeeded.
+        out.problems.append(
+            _problem(
+                ("dbt", "batch"),
+                f"batch: wave needs the dbt tasks' trigger_rule all_success, not {rule!r}",
+            )
+        )
+        return out
     env = {**(dag_defaults.get("env") or {}), **(user.get("env") or {})}
     request = DbtRequest(
         spec=spec,

@@ -132,7 +132,9 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     options = load_options(
-        executor_name, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
+        executor_name,
+        settings.task_pod_passthrough,
+        dbt=expander(settings.home / "dbt-cache", waves=executor_name != "kubernetes"),
     )
     watcher = DagFolderWatcher(folder, options, say)
     try:
