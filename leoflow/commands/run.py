@@ -65,11 +65,9 @@ async def _load_and_run(
     from leoflow.runtime.dagfolder import announce_ignored
     from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
 
-    options = load_options(
-        executor,
-        settings.task_pod_passthrough,
-        dbt=expander(settings.home / "dbt-cache", waves=executor != "kubernetes"),
-    )
+    in_pods = executor == "kubernetes"
+    dbt_expander = expander(settings.home / "dbt-cache", in_pods=in_pods)
+    options = load_options(executor, settings.task_pod_passthrough, dbt=dbt_expander)
     loaded = load_target(args.target, Path(args.dags) if args.dags else None, options)
     if loaded is None:
         return EXIT_FAILED

@@ -19,7 +19,6 @@ The manifest is read as JSON only: dbt is never imported.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leoflow.dbt.wave import flock
 from leoflow.domain.dbt import Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtExpander, DbtRequest
 from leoflow.domain.dbt_waves import ENV_PLAN, ENV_RUNS, ENV_WAVE, wave_of
@@ -92,12 +92,8 @@ def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with flock(str(path)):
+        yield
 
 
 def _error_lines(output: str, limit: int = 6) -> str:
@@ -263,13 +259,12 @@ def _resolve(base: Path, value: str) -> Path:
 
 
 def expander(
-    cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR, *, waves: bool = False
+    cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR, *, in_pods: bool = False
 ) -> DbtExpander:
     """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here.
 
-    ``waves``: tasks share this host's ``scratch_dir`` (Lite), so ``batch: wave`` can
-    batch; without it (task pods) every dbt task runs its node alone.
-    """
+    ``in_pods``: the tasks run as pods, which share no ``scratch_dir``, so ``batch:
+    wave`` does not batch there (every dbt task runs its node alone)."""
     cache = cache_dir or default_cache_dir()
 
     def run(request: DbtRequest) -> Expansion:
@@ -305,7 +300,7 @@ def expander(
             paths=paths,
             ordinary_tasks=request.ordinary_tasks,
         )
-        if expansion.waves is not None and waves and not expansion.problems:
+        if expansion.waves is not None and not in_pods and not expansion.problems:
             _wire_waves(expansion, cache / project.key(), f"{scratch_dir}/{request.dag_id}/runs")
         return expansion
 

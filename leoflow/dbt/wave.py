@@ -46,7 +46,7 @@ def _safe(name: str) -> str:
 
 
 @contextlib.contextmanager
-def _flock(path: str) -> Iterator[None]:
+def flock(path: str) -> Iterator[None]:
     with open(path, "a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -174,7 +174,7 @@ def forget_old_runs(runs: str, now: float) -> None:
 
 def begin(wave: Wave) -> tuple[str, str | None]:
     """``("lead", None)`` (``wave.peers`` chosen), ``("attach", leader)`` or ``("alone", None)``."""
-    with _flock(wave.lock_path()):
+    with flock(wave.lock_path()):
         mine = wave.states.get(wave.task_id)
         if mine is not None:
             if mine.get("state") == BATCHED and mine.get("leader"):
@@ -246,7 +246,7 @@ def release(wave: Wave) -> None:
 
 def attached_result(wave: Wave, leader: str) -> Result | None:
     """Wait for the leader's batch, then this task's result; None: run alone."""
-    with _flock(wave.batch_path(leader, "lock")):
+    with flock(wave.batch_path(leader, "lock")):
         pass  # the leader holds it while dbt runs
     batch = _read_json(wave.batch_path(leader, "json")) or {}
     filed = (batch.get("results") or {}).get(wave.task_id)

@@ -131,11 +131,9 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    options = load_options(
-        executor_name,
-        settings.task_pod_passthrough,
-        dbt=expander(settings.home / "dbt-cache", waves=executor_name != "kubernetes"),
-    )
+    in_pods = executor_name == "kubernetes"
+    dbt_expander = expander(settings.home / "dbt-cache", in_pods=in_pods)
+    options = load_options(executor_name, settings.task_pod_passthrough, dbt=dbt_expander)
     watcher = DagFolderWatcher(folder, options, say)
     try:
         await sync_dag_folder(watcher, runtime.store, runtime.scheduler)

@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.dbt import copy_project, dbt_bin, query
+from tests.support.dbt import (
+    SHOP_NODES,
+    assert_shop_built,
+    broken_dag,
+    copy_project,
+    dbt_bin,
+    query,
+)
 
 from .conftest import Leoflow
 
@@ -80,23 +87,11 @@ dbt:
     assert states == dict.fromkeys(
         [
             "extract_orders",
-            "dbt.raw_customers",
-            "dbt.raw_payments",
-            "dbt.stg_customers",
-            "dbt.stg_orders",
-            "dbt.stg_payments",
-            "dbt.customer_revenue",
-            "dbt.customers_snapshot",
-            "dbt.tests",
+            *SHOP_NODES,
         ],
         "success",
     )
-    assert query(database, "select customer_id, revenue from customer_revenue order by 1") == [
-        (1, 37.5),
-        (2, 40.0),
-        (3, 7.25),
-    ]
-    assert query(database, "select count(*) from snapshots.customers_snapshot") == [(3,)]
+    assert_shop_built(database)
     batches = _batches(dag_id)
     grouped = [sorted(b["results"]) for b in batches]
     # Both seeds in one invocation; the three nodes that read only seeds in another.
@@ -110,24 +105,10 @@ dbt:
 def test_a_failing_model_in_a_wave_fails_only_its_task_and_blocks_only_its_downstream(
     leoflow: Leoflow, home: Path, tmp_path: Path
 ) -> None:
-    copy_project(tmp_path, "broken")
     database = tmp_path / "broken.duckdb"
     dag_id = _dag_id("broken_wave")
-    (tmp_path / "broken.yaml").write_text(
-        f"""
-dag_id: {dag_id}
-max_active_tasks: 1
-dbt:
-  project_dir: broken
-  profiles_dir: profiles
-  executable: {dbt_bin()}
-  batch: wave
-  defaults:
-    env: {{SHOP_DUCKDB_PATH: "{database}"}}
-"""
-    )
-
-    done = leoflow("run", str(tmp_path / "broken.yaml"), timeout=840)
+    dag = broken_dag(tmp_path, dag_id, database, "  batch: wave\n")
+    done = leoflow("run", str(dag), timeout=840)
 
     assert done.returncode == 1, done.stdout + done.stderr
     tasks = _tasks(home)
