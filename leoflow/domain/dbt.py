@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from leoflow.domain.dbt_compact import compact_graph
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
 from leoflow.domain.dbt_waves import plan_waves
 
@@ -57,6 +58,9 @@ class DbtSpec(BaseModel):
     executable: str = "dbt"
     # wave: the models of one wave may share one dbt invocation (leoflow.domain.dbt_waves)
     batch: Literal["none", "wave"] = "none"
+    # Set by the loader from the manifest (leoflow.domain.dbt_compact), whatever a file
+    # says: what a run's conf selection (dbt_select) is evaluated on.
+    graph: dict[str, Any] | None = None
 
     @field_validator("select", "exclude", mode="before")
     @classmethod
@@ -94,6 +98,8 @@ class Expansion:
     uids: dict[str, str] = field(default_factory=dict)
     # with batch: wave, which tasks may share a dbt invocation (dbt_waves.plan_waves)
     waves: dict[str, Any] | None = None
+    # the selection graph the DAG keeps (dbt_compact.compact_graph)
+    graph: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +344,7 @@ def expand(
         selectors = sorted(_select_arg(graph, uid) for uid in tests)
         add(TESTS_TASK, "test", selectors, {ids[uid] for uid in selected})
     out.uids = {task_id: uid for uid, task_id in ids.items()}
+    out.graph = compact_graph(graph, out.uids)
     if spec.batch == "wave":
         out.waves = plan_waves(out.tasks, out.uids, selectors_of, frozenset({TESTS_TASK}))
     return out

@@ -39,6 +39,8 @@ DbtExpander = Callable[[DbtRequest], Expansion]
 @dataclass
 class SectionTasks:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the DAG keeps as dbt.graph (the loader sets it): None leaves the section as is.
+    graph: dict[str, Any] | None = None
     # pydantic-shaped errors (loc, msg, type[, input]): the loader words them like its own
     problems: list[dict[str, Any]] = field(default_factory=list)
 
@@ -107,6 +109,7 @@ def section_tasks(
     out.problems.extend(_problem(loc, message) for loc, message in expansion.problems)
     if out.problems:
         return out
+    out.graph = expansion.graph
     for task_id, generated in expansion.tasks.items():
         task: dict[str, Any] = {**dag_defaults, **user, **generated}
         task["env"] = {
