@@ -35,8 +35,8 @@ from leoflow.domain.dbt_waves import ENV_PLAN, ENV_RUNS, ENV_WAVE, wave_of
 
 PARSE_TIMEOUT = 600.0
 SCRATCH_DIR = "/tmp/leoflow-dbt"
-_SUFFIXES = frozenset({".sql", ".yml", ".yaml", ".csv", ".py", ".md", ".jinja"})
-_SKIP_DIRS = frozenset({"target", "logs", ".git", "__pycache__", "node_modules", ".venv"})
+PARSED_SUFFIXES = frozenset({".sql", ".yml", ".yaml", ".csv", ".py", ".md", ".jinja"})
+SKIPPED_DIRS = frozenset({"target", "logs", ".git", "__pycache__", "node_modules", ".venv"})
 # What a dbt parse needs to render profiles.yml when a secret is not at hand: parsing
 # reads no warehouse, so the value is never used.
 PARSE_SECRET_PLACEHOLDER = "leoflow-dbt-parse-placeholder"
@@ -73,9 +73,9 @@ def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
     top = str(project_dir)
     cut = len(top) + 1
     for root, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
         for name in sorted(files):
-            if os.path.splitext(name)[1] not in _SUFFIXES:
+            if os.path.splitext(name)[1] not in PARSED_SUFFIXES:
                 continue
             path = os.path.join(root, name)
             try:
