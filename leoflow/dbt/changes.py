@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from leoflow.dbt.project import PARSED_SUFFIXES, SKIPPED_DIRS
+from leoflow.dbt.project import parsed_files
 
 Stamp = tuple[str, float, int]
 
@@ -21,15 +21,10 @@ Stamp = tuple[str, float, int]
 def project_stamps(project_dir: Path) -> list[Stamp]:
     """(path, mtime, size) of every file dbt parses below ``project_dir``, in order."""
     out: list[Stamp] = []
-    for root, dirs, files in os.walk(project_dir):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in sorted(files):
-            if os.path.splitext(name)[1] not in PARSED_SUFFIXES:
-                continue
-            path = os.path.join(root, name)
-            try:
-                stat = os.stat(path)
-            except OSError:
-                continue  # removed mid-scan: the next scan sees it gone
-            out.append((path, stat.st_mtime, stat.st_size))
+    for path in parsed_files(project_dir):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue  # removed mid-scan: the next scan sees it gone
+        out.append((path, stat.st_mtime, stat.st_size))
     return out

@@ -66,26 +66,29 @@ class Fingerprint:
     newest_mtime: float
 
 
+def parsed_files(project_dir: Path) -> Iterator[str]:
+    """Every file dbt parses below ``project_dir`` (``target/``, ``logs/`` left out), in order."""
+    for root, dirs, files in os.walk(str(project_dir)):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(files):
+            if os.path.splitext(name)[1] in PARSED_SUFFIXES:
+                yield os.path.join(root, name)
+
+
 def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
     """Hash of every file dbt parses, in a stable order, plus ``extra``."""
     digest = hashlib.sha256(extra.encode())
     newest = 0.0
-    top = str(project_dir)
-    cut = len(top) + 1
-    for root, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in sorted(files):
-            if os.path.splitext(name)[1] not in PARSED_SUFFIXES:
-                continue
-            path = os.path.join(root, name)
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-                    newest = max(newest, os.fstat(handle.fileno()).st_mtime)
-            except OSError:
-                continue
-            digest.update(path[cut:].encode() + b"\0")
-            digest.update(hashlib.sha256(data).digest())
+    cut = len(str(project_dir)) + 1
+    for path in parsed_files(project_dir):
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+                newest = max(newest, os.fstat(handle.fileno()).st_mtime)
+        except OSError:
+            continue
+        digest.update(path[cut:].encode() + b"\0")
+        digest.update(hashlib.sha256(data).digest())
     return Fingerprint(digest.hexdigest(), newest)
 
 

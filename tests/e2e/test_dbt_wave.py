@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,14 +26,9 @@ from tests.support.dbt import (
 )
 
 from .conftest import Leoflow
+from .test_dbt import _tasks
 
 pytestmark = pytest.mark.timeout(900)
-
-
-def _tasks(home: Path) -> dict[str, tuple[str, str | None]]:
-    with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
-        rows = db.execute("select task_id, state, message from task_instances")
-        return {task: (state, message) for task, state, message in rows}
 
 
 def _batches(dag_id: str) -> list[dict[str, Any]]:
@@ -83,7 +77,7 @@ dbt:
     done = leoflow("run", str(tmp_path / "shop.yaml"), timeout=840)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    states = {t: s for t, (s, _) in _tasks(home).items()}
+    states = {t: s for t, (s, _, _) in _tasks(home).items()}
     assert states == dict.fromkeys(
         [
             "extract_orders",
@@ -113,7 +107,7 @@ def test_a_failing_model_in_a_wave_fails_only_its_task_and_blocks_only_its_downs
     assert done.returncode == 1, done.stdout + done.stderr
     tasks = _tasks(home)
     test_task = next(t for t in tasks if t.startswith("dbt.test.accepted_values_tested_n"))
-    assert {t: s for t, (s, _) in tasks.items()} == {
+    assert {t: s for t, (s, _, _) in tasks.items()} == {
         "dbt.numbers": "success",
         "dbt.independent": "success",
         "dbt.bad_model": "failed",
@@ -127,7 +121,7 @@ def test_a_failing_model_in_a_wave_fails_only_its_task_and_blocks_only_its_downs
     wave = grouped[("dbt.bad_model", "dbt.tested")]["results"]
     assert wave["dbt.tested"]["ok"] and not wave["dbt.bad_model"]["ok"]
     # The failed model's reason is dbt's own, whichever of the two led the invocation.
-    bad = tasks["dbt.bad_model"][1] or ""
+    bad = tasks["dbt.bad_model"][2] or ""
     assert bad.startswith("dbt model bad_model failed: "), bad
     assert "no_such_column" in bad, bad
     assert query(database, "select n from tested order by 1") == [(1,), (2,), (3,)]

@@ -5,31 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from leoflow.api.app import create_app
-from leoflow.api.server import RunningApi, start_server
+from leoflow.api.server import RunningApi
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.dbt.project import expander
 from leoflow.store import Store
-from tests.integration.api.conftest import make_auth, make_settings
+from tests.integration.api import test_cli
 from tests.integration.api.test_cli import cli
-from tests.support.dbt import copy_project, dbt_bin
+from tests.support.dbt import SHOP_NODES, copy_project, dbt_bin
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # dbt parse, the CLI
-
-
-@pytest.fixture
-async def live(store: Store, tmp_path: Path) -> AsyncIterator[RunningApi]:
-    app = create_app(store, make_settings(tmp_path), auth=make_auth(), log_poll_interval=0.05)
-    running = await start_server(app, "127.0.0.1", 0)
-    try:
-        yield running
-    finally:
-        await running.close()
+live = test_cli.live  # the API serving on a real socket
 
 
 async def _put_shop(store: Store, tmp_path: Path, tests: str = "after_model") -> None:
@@ -84,16 +73,9 @@ async def test_a_conf_selection_makes_a_run_of_the_matching_dbt_tasks_and_every_
     )
     assert code == 0, out + err
     up = {t for t in await _run_tasks(store, "up") if not t.startswith("dbt.test.")}
-    assert up == {
-        "extract_orders",
-        "report",
-        "dbt.raw_customers",
-        "dbt.raw_payments",
-        "dbt.stg_customers",
-        "dbt.stg_orders",
-        "dbt.stg_payments",
-        "dbt.customer_revenue",
-    }  # not the snapshot: it is beside customer_revenue, not above it
+    # Not the snapshot: it is beside customer_revenue, not above it.
+    beside = {"dbt.customers_snapshot", "dbt.tests"}
+    assert up == {"extract_orders", "report", *SHOP_NODES} - beside
 
 
 async def test_a_selection_leoflow_cannot_evaluate_or_that_matches_nothing_makes_no_run(

@@ -5,7 +5,6 @@ builds each new manifest; the store is SQLite."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,11 @@ from leoflow.dagfile.loader import LoadOptions
 from leoflow.dbt.project import expander
 from leoflow.runtime.dagfolder import DagFolderWatcher
 from leoflow.store import Store
+from tests.integration.api import conftest
 from tests.support.dbt import copy_project, dbt_bin
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # runs dbt parse
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(f"sqlite:///{tmp_path / 'state' / 'leoflow.db'}")
-    try:
-        yield opened
-    finally:
-        await opened.close()
+store = conftest.store  # SQLite
 
 
 async def _settle(watcher: DagFolderWatcher, store: Store) -> None:
