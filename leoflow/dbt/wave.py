@@ -177,8 +177,10 @@ def begin(wave: Wave) -> tuple[str, str | None]:
     with flock(wave.lock_path()):
         mine = wave.states.get(wave.task_id)
         if mine is not None:
-            if mine.get("state") == BATCHED and mine.get("leader"):
-                return "attach", str(mine["leader"])
+            # Put in a batch by another (its result may be filed already): attach to it.
+            leader = mine.get("leader")
+            if leader and leader != wave.task_id and mine.get("state") != "running":
+                return "attach", str(leader)
             return "alone", None
         wave.peers = [p for p in sorted(wave.members) if p != wave.task_id and wave._ready(p)]
         if not wave.peers:

@@ -42,6 +42,16 @@ def _batches(dag_id: str) -> list[dict[str, Any]]:
     return out
 
 
+def _assert_peers_ran_no_dbt(dag_id: str, batches: list[dict[str, Any]]) -> None:
+    """Only a batch's leader ran dbt: its peers took their results from its invocation."""
+    for batch in batches:
+        for member in batch["results"]:
+            ran = (
+                Path("/tmp/leoflow-dbt") / dag_id / member / "target" / "run_results.json"
+            ).exists()
+            assert ran == (member == batch["leader"]), (member, batch["leader"])
+
+
 def _dag_id(prefix: str) -> str:
     dag_id = f"{prefix}_{uuid.uuid4().hex[:8]}"
     shutil.rmtree(Path("/tmp/leoflow-dbt") / dag_id, ignore_errors=True)
@@ -92,6 +102,7 @@ dbt:
     assert ["dbt.raw_customers", "dbt.raw_payments"] in grouped, grouped
     assert ["dbt.customers_snapshot", "dbt.stg_customers", "dbt.stg_payments"] in grouped, grouped
     assert all(b["done"] and all(r["ok"] for r in b["results"].values()) for b in batches)
+    _assert_peers_ran_no_dbt(dag_id, batches)
     # stg_orders waits for extract_orders, which no seed waits for: never batched with them.
     assert not any("dbt.stg_orders" in g and "dbt.raw_customers" in g for g in grouped)
 
@@ -118,6 +129,7 @@ def test_a_failing_model_in_a_wave_fails_only_its_task_and_blocks_only_its_downs
     }
     grouped = {tuple(sorted(b["results"])): b for b in _batches(dag_id)}
     assert ("dbt.bad_model", "dbt.tested") in grouped, list(grouped)
+    _assert_peers_ran_no_dbt(dag_id, list(grouped.values()))
     wave = grouped[("dbt.bad_model", "dbt.tested")]["results"]
     assert wave["dbt.tested"]["ok"] and not wave["dbt.bad_model"]["ok"]
     # The failed model's reason is dbt's own, whichever of the two led the invocation.
