@@ -57,6 +57,7 @@ async def _load_and_run(
     stop: asyncio.Event,
     signals: list[int],
 ) -> int:
+    from leoflow.agent.startup_gc import settled
     from leoflow.commands.console import Progress, final_table
     from leoflow.dagfile.loader import DagFileError, load_options
     from leoflow.dbt.project import expander
@@ -65,10 +66,18 @@ async def _load_and_run(
     from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.runtime.dagfolder import announce_ignored
     from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
+    from leoflow.secrets import DirectorySecrets
 
+    settled()  # the run's imports are done (see agent.startup_gc)
+    secrets = DirectorySecrets(settings.resolved_secrets_dir)
     in_pods = executor == "kubernetes"
-    dbt_expander = expander(settings.home / "dbt-cache", in_pods=in_pods)
-    options = load_options(executor, settings.task_pod_passthrough, dbt=dbt_expander)
+    options = load_options(
+        executor,
+        settings.task_pod_passthrough,
+        dbt=expander(settings.home / "dbt-cache", in_pods=in_pods),
+        known_secrets=secrets.names(),
+        secrets_where=secrets.describe(),
+    )
     loaded = load_target(args.target, Path(args.dags) if args.dags else None, options)
     if loaded is None:
         return EXIT_FAILED
@@ -112,4 +121,4 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--dags", help="folder to look the dag_id up in (default ./dags)")
     run.add_argument("--executor", choices=["agent", "subprocess", "kubernetes"])
     run.add_argument("--conf", help="JSON object passed to the run")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, settles_gc=True)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leoflow.dbt.image import image_paths
 from leoflow.dbt.wave import flock
 from leoflow.domain.dbt import Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtExpander, DbtRequest
@@ -266,8 +267,9 @@ def expander(
 ) -> DbtExpander:
     """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here.
 
-    ``in_pods``: the tasks run as pods, which share no ``scratch_dir``, so ``batch:
-    wave`` does not batch there (every dbt task runs its node alone)."""
+    ``in_pods``: the tasks run as pods, so their commands name the project where the
+    DAG image holds it (``dbt.image_dir``, leoflow/dbt/image.py); pods share no
+    ``scratch_dir``, so ``batch: wave`` does not batch there (each node runs alone)."""
     cache = cache_dir or default_cache_dir()
 
     def run(request: DbtRequest) -> Expansion:
@@ -295,6 +297,8 @@ def expander(
             scratch_dir=scratch_dir,
             partial_parse=partial_parse_file(project, cache),
         )
+        if in_pods:
+            paths, executable = image_paths(spec, paths, executable)
         resolved = spec.model_copy(update={"executable": executable})
         expansion = expand(
             resolved,

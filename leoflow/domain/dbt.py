@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from leoflow.domain.dbt_compact import compact_graph
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
+from leoflow.domain.dbt_resolved import DbtResolution
 from leoflow.domain.dbt_waves import plan_waves
 
 TASK_PREFIX = "dbt."
@@ -61,6 +62,12 @@ class DbtSpec(BaseModel):
     # Set by the loader from the manifest (leoflow.domain.dbt_compact), whatever a file
     # says: what a run's conf selection (dbt_select) is evaluated on.
     graph: dict[str, Any] | None = None
+    # The DAG file's folder inside the DAG image, for tasks run as pods
+    # (leoflow/dbt/image.py); None: the same path as where the file is loaded.
+    image_dir: str | None = None
+    # Set by ``leoflow dags apply`` (leoflow/domain/dbt_resolved.py): the nodes are
+    # already tasks of the document, and this says which manifest they came from.
+    resolved: DbtResolution | None = None
 
     @field_validator("select", "exclude", mode="before")
     @classmethod
@@ -84,6 +91,13 @@ class DbtSpec(BaseModel):
             raise ValueError("must not be empty")
         return value
 
+    @field_validator("image_dir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"expected an absolute path inside the DAG image, got {value!r}")
+        return value
+
 
 Loc = tuple[str, ...]
 
@@ -100,6 +114,8 @@ class Expansion:
     waves: dict[str, Any] | None = None
     # the selection graph the DAG keeps (dbt_compact.compact_graph)
     graph: dict[str, Any] | None = None
+    # The manifest expanded, for a caller that records where the tasks came from.
+    manifest: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -224,7 +240,7 @@ def expand(
     ordinary_tasks: Iterable[str] = (),
 ) -> Expansion:
     """The tasks a manifest becomes under ``spec``; problems name their field path."""
-    out = Expansion()
+    out = Expansion(manifest=manifest)
     graph = Graph(manifest)
     ordinary = set(ordinary_tasks)
     runnable_all = {
