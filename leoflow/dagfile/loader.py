@@ -263,10 +263,11 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
             problem(("tasks", str(k)), "expected a mapping of task fields") for k in bad
         )
     dbt_tasks: dict[str, dict[str, Any]] = {}
+    dbt_graph: dict[str, Any] | None = None
     if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
         section = section_tasks(raw, str(path), tasks_raw, defaults_raw, options.dbt)
         problems.extend(problem(*_pydantic_problem(err)) for err in section.problems)
-        dbt_tasks = section.tasks
+        dbt_tasks, dbt_graph = section.tasks, section.graph
     if problems:
         raise DagFileError(path, [*defaults_problems, *problems])
 
@@ -279,6 +280,8 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
     }
     for task_id, task in dbt_tasks.items():
         merged["tasks"][task_id] = {**task, "task_id": task_id}
+    if dbt_graph is not None:  # for a run's conf selection (leoflow.domain.dbt_run_select)
+        merged["dbt"] = {**raw["dbt"], "graph": dbt_graph}
     try:
         spec = DagSpec.model_validate(merged)
     except ValidationError as exc:

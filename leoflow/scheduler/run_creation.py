@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict, Unpack
 
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.dbt_run_select import run_tasks
 from leoflow.domain.runs import runs_to_start
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RunState
@@ -74,9 +75,11 @@ class RunCreation:
             stamp = datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
             suffix = "" if run_type == "scheduled" else "_" + uuid.uuid4().hex[:6]
             run_id = f"{run_type}__{stamp}{suffix}"
+        keep = run_tasks(spec, options.get("conf"))  # RunSelectionError: the caller's to say
         seeds = [
             TaskSeed(t.task_id, t.pool, t.pool_slots, t.priority, t.max_tries)
             for t in spec.tasks.values()
+            if keep is None or t.task_id in keep
         ]
         row = await self.store.create_run(
             dag_id,
