@@ -141,14 +141,17 @@ class StoreBase:
 
     # ------------------------------------------------------------------ the two ways in
 
-    async def _write(self, op: Callable[[Connection], T], epoch: int | None) -> T:
+    async def _write(
+        self, op: Callable[[Connection], T], epoch: int | None, *, urgent: bool = False
+    ) -> T:
         # A full disk makes the write wait for space rather than fail (see diskfull).
         return await self.space.write(
-            lambda: self._runner.run(op, write=True, epoch=epoch, fence=self._fence)
+            lambda: self._runner.run(op, write=True, epoch=epoch, fence=self._fence, urgent=urgent)
         )
 
-    async def _read(self, op: Callable[[Connection], T]) -> T:
-        return await self._runner.run(op, write=False, epoch=None, fence=self._fence)
+    async def _read(self, op: Callable[[Connection], T], *, urgent: bool = False) -> T:
+        """``urgent``: the lease's calls, which must not wait behind other traffic."""
+        return await self._runner.run(op, write=False, epoch=None, fence=self._fence, urgent=urgent)
 
     def _fence(self, conn: Connection, epoch: int) -> None:
         current = int(conn.execute(self._epoch_fence).scalar_one())

@@ -180,7 +180,13 @@ class Runner(Protocol):
     retry_window: float
 
     async def run(
-        self, op: Callable[[Connection], T], *, write: bool, epoch: int | None, fence: Fence
+        self,
+        op: Callable[[Connection], T],
+        *,
+        write: bool,
+        epoch: int | None,
+        fence: Fence,
+        urgent: bool = False,
     ) -> T: ...
 
     async def close(self) -> None: ...
@@ -213,8 +219,18 @@ class SqliteRunner:
     def __init__(self, url: URL) -> None:
         self.engine = create_sqlite_engine(url)
         # One connection (StaticPool) for an in-memory database: one thread too.
-        threads = 1 if _sqlite_is_memory(url) else SQLITE_THREADS
+        memory = _sqlite_is_memory(url)
+        threads = 1 if memory else SQLITE_THREADS
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="leoflow-store")
+        # The lease's own thread (on one of the pool's overflow connections): a renewal
+        # queued behind a backlog of log and state writes on a loaded machine could
+        # miss its deadline and make the holder step down. It still takes its turn at
+        # SQLite's write lock, but behind one transaction, not the whole queue.
+        self._urgent = (
+            self._executor
+            if memory
+            else ThreadPoolExecutor(1, thread_name_prefix="leoflow-store-lease")
+        )
         self.retry_window = RETRY_WINDOW
 
     def _call(
@@ -224,12 +240,19 @@ class SqliteRunner:
             return _transaction(conn, op, write, epoch, fence, "BEGIN IMMEDIATE" if write else None)
 
     async def run(
-        self, op: Callable[[Connection], T], *, write: bool, epoch: int | None, fence: Fence
+        self,
+        op: Callable[[Connection], T],
+        *,
+        write: bool,
+        epoch: int | None,
+        fence: Fence,
+        urgent: bool = False,
     ) -> T:
         loop = asyncio.get_running_loop()
+        executor = self._urgent if urgent else self._executor
 
         async def once() -> T:
-            return await loop.run_in_executor(self._executor, self._call, op, write, epoch, fence)
+            return await loop.run_in_executor(executor, self._call, op, write, epoch, fence)
 
         result: T = await _retrying(once, self.retry_window, "SQLite")
         return result
@@ -237,6 +260,8 @@ class SqliteRunner:
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._executor.shutdown, True)
+        if self._urgent is not self._executor:
+            await loop.run_in_executor(None, self._urgent.shutdown, True)
         self.engine.dispose()
 
 
@@ -248,7 +273,13 @@ class PostgresRunner:
         self.retry_window = RETRY_WINDOW
 
     async def run(
-        self, op: Callable[[Connection], T], *, write: bool, epoch: int | None, fence: Fence
+        self,
+        op: Callable[[Connection], T],
+        *,
+        write: bool,
+        epoch: int | None,
+        fence: Fence,
+        urgent: bool = False,  # no queue of ours to jump: the pool serves in turn
     ) -> T:
         async def once() -> T:
             async with self.engine.connect() as conn:

@@ -63,7 +63,7 @@ class OfficeRecords(StoreBase):
             r = conn.execute(self._lease_read).one()
             return LeaseRow(r[0], r[1], r[2], r[3], r[4], r[5])
 
-        return await self._read(op)
+        return await self._read(op, urgent=True)
 
     async def write_lease(self, expected_version: int, lease: LeaseRow) -> LeaseRow | None:
         """Compare-and-set the lease row on its version; the written row, or None if
@@ -85,4 +85,4 @@ class OfficeRecords(StoreBase):
             )
             return bool(result.rowcount == 1)
 
-        return written if await self._write(op, None) else None
+        return written if await self._write(op, None, urgent=True) else None
