@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextvars
+import cProfile
 import json
 import os
 import statistics
@@ -43,14 +44,13 @@ sys.path.insert(0, str(REPO))
 
 from leoflow.dagfile.loader import LoadedDag, parse_dag  # noqa: E402
 from leoflow.kube.client import KubeClient, TokenBucket  # noqa: E402
-from leoflow.kube.executor import KubernetesExecutor  # noqa: E402
 from leoflow.kube.objects import JsonObj  # noqa: E402
 from leoflow.runtime.dagfolder import record_dag  # noqa: E402
-from leoflow.runtime.parts import scheduler_config, secret_backend, serve_agents  # noqa: E402
 from leoflow.scheduler.core import Scheduler  # noqa: E402
 from leoflow.settings import Settings  # noqa: E402
 from leoflow.store import Store  # noqa: E402
 from tests.support.postgres import PgServer, start_postgres  # noqa: E402
+from tests.support.pro_stack import pro_stack  # noqa: E402
 
 NS = "leoflow-tasks"
 CLUSTER = Path(__file__).resolve().parent / "pro_scale_cluster.py"
@@ -174,109 +174,104 @@ async def one_repeat(args: argparse.Namespace, pg: PgServer) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="leoflow-pro-scale-"))
     settings = make_settings(args, url, home)
     store = await Store.open(url)
-    scheduler: Scheduler | None = None
+    from kubernetes_asyncio.client import Configuration
+
+    client = TimedClient(
+        Configuration(host=cluster.url), task_namespace=NS,
+        release_namespace=settings.release_namespace, qps=args.qps, burst=args.burst,
+    )  # fmt: skip
+    bucket = TimedBucket(args.qps, args.burst)
+    client.bucket = bucket
     try:
         for text in (fanout_dag(args.tasks), chains_dag(args.tasks, args.chains)):
             spec = parse_dag(text, home / "dag.yaml")
             await record_dag(store, LoadedDag(spec, home / f"{spec.dag_id}.yaml", text))
-        service = await serve_agents(settings, store, lambda: scheduler)
-        from kubernetes_asyncio.client import Configuration
-
-        client = TimedClient(
-            Configuration(host=cluster.url), task_namespace=NS,
-            release_namespace=settings.release_namespace, qps=args.qps, burst=args.burst,
-        )  # fmt: skip
-        bucket = TimedBucket(args.qps, args.burst)
-        client.bucket = bucket
-        executor = KubernetesExecutor(settings, client=client, agent_endpoint=service.address)
-        epoch = await store.take_office("pro-scale-bench")
-        pools = {p.name: p.slots for p in await store.list_pools()}
-        scheduler = Scheduler(store, executor, scheduler_config(settings, pools), epoch=epoch)
-        scheduler.notifications.secrets = secret_backend(settings)
-        await scheduler.start()
-        assert executor.cache is not None
-        await executor.cache.wait_synced(timeout=30)
-
-        # ---- fanout: every pod Running at once
-        await cluster.ask("hold")
-        cpu0, t0 = time.process_time(), time.time()
-        row = await scheduler.trigger("pro_fanout")
-        running = await wait_running(cluster, args.tasks, 120)
-        t_running = time.time()
-        await cluster.ask("release")
-        await asyncio.wait_for(scheduler.wait_run(row.pk), 120)
-        fan_cpu, fan_s = time.process_time() - cpu0, time.time() - t0
-        fan_stats = await cluster.ask("stats")
-        fan_created = sorted(fan_stats["created_at"].values())
-        after_burst = fan_created[args.burst :]
-        fanout = {
-            "pods_running_at_once": running,
-            "create_rate_after_burst_per_s": round(
-                (len(after_burst) - 1) / (after_burst[-1] - after_burst[0]), 1
-            ),
-            "bucket_rate_per_s": args.qps,
-            "all_created_s": round(fan_created[-1] - t0, 3),
-            "all_running_s": round(t_running - t0, 3),
-            "bucket_minimum_s": round((args.tasks - args.burst) / args.qps, 3),
-            "makespan_s": round(fan_s, 3),
-            "scheduler_cpu_ms_per_task": round(fan_cpu * 1000 / args.tasks, 3),
-        }
-
-        # ---- chains: makespan and upstream → downstream lag
-        await asyncio.sleep(args.burst / args.qps + 0.2)  # the bucket full again
-        cpu0, t0 = time.process_time(), time.time()
-        row = await scheduler.trigger("pro_chains")
-        final = await asyncio.wait_for(scheduler.wait_run(row.pk), 120)
-        chain_s, chain_cpu = time.time() - t0, time.process_time() - cpu0
-        stats = await cluster.ask("stats")
-        tis = {t.task_id: t for t in await store.list_task_instances(run_pk=row.pk)}
-        created = stats["created_at"]
-        lags, lags_raw, waits = [], [], []
-        for task_id, ti in tis.items():
-            chain, _, depth = task_id.partition("_")
-            if int(depth) == 0:
-                continue
-            up = tis[f"{chain}_{int(depth) - 1:02d}"]
-            pod = (ti.executor_ref or "").removeprefix("pod:").partition("@")[0]
-            waited = bucket.waits.get(pod, 0.0)
-            raw = created[pod] - (up.ended_at or 0.0)
-            lags_raw.append(raw)
-            waits.append(waited)
-            lags.append(raw - waited)
-        minimum = (args.tasks - args.burst) / args.qps
-        chains = {
-            "state": final.state.value,
-            "makespan_s": round(chain_s, 3),
-            "bucket_minimum_s": round(minimum, 3),
-            "overhead_s": round(chain_s - minimum, 3),
-            "edges": len(lags),
-            "lag_ms_excluding_bucket": {
-                "p50": ms(pct(lags, 0.5)), "p90": ms(pct(lags, 0.9)),
-                "p99": ms(pct(lags, 0.99)), "max": ms(max(lags)),
-            },
-            "lag_ms_raw": {"p50": ms(pct(lags_raw, 0.5)), "p99": ms(pct(lags_raw, 0.99))},
-            "bucket_wait_ms": {"p50": ms(pct(waits, 0.5)), "p99": ms(pct(waits, 0.99))},
-            "scheduler_cpu_ms_per_task": round(chain_cpu * 1000 / args.tasks, 3),
-        }  # fmt: skip
-        return {
-            "fanout": fanout,
-            "chains": chains,
-            "requests": stats["requests"],
-            "open_watches": stats["open_watches"],
-            "agents_completed": stats["agents_completed"],
-            "agents_failed": stats["agents_failed"],
-            "cluster_cpu_s": round(stats["cpu_s"], 2),
-        }
+        async with pro_stack(settings, store, client) as stack:
+            return await measure(args, cluster, store, stack.scheduler, bucket)
     finally:
-        if scheduler is not None:
-            await scheduler.stop()
-        for name in ("service", "client"):
-            part = locals().get(name)
-            if part is not None:
-                await part.close()
+        await client.close()
         await store.close()
         await cluster.stop()
         await pg.drop_database(url)
+
+
+async def measure(
+    args: argparse.Namespace,
+    cluster: Cluster,
+    store: Store,
+    scheduler: Scheduler,
+    bucket: TimedBucket,
+) -> dict[str, Any]:
+    # ---- fanout: every pod Running at once
+    await cluster.ask("hold")
+    cpu0, t0 = time.process_time(), time.time()
+    row = await scheduler.trigger("pro_fanout")
+    running = await wait_running(cluster, args.tasks, 120)
+    t_running = time.time()
+    await cluster.ask("release")
+    await asyncio.wait_for(scheduler.wait_run(row.pk), 120)
+    fan_cpu, fan_s = time.process_time() - cpu0, time.time() - t0
+    fan_stats = await cluster.ask("stats")
+    fan_created = sorted(fan_stats["created_at"].values())
+    after_burst = fan_created[args.burst :]
+    fanout = {
+        "pods_running_at_once": running,
+        "create_rate_after_burst_per_s": round(
+            (len(after_burst) - 1) / (after_burst[-1] - after_burst[0]), 1
+        ),
+        "bucket_rate_per_s": args.qps,
+        "all_created_s": round(fan_created[-1] - t0, 3),
+        "all_running_s": round(t_running - t0, 3),
+        "bucket_minimum_s": round((args.tasks - args.burst) / args.qps, 3),
+        "makespan_s": round(fan_s, 3),
+        "scheduler_cpu_ms_per_task": round(fan_cpu * 1000 / args.tasks, 3),
+    }
+
+    # ---- chains: makespan and upstream → downstream lag
+    await asyncio.sleep(args.burst / args.qps + 0.2)  # the bucket full again
+    cpu0, t0 = time.process_time(), time.time()
+    row = await scheduler.trigger("pro_chains")
+    final = await asyncio.wait_for(scheduler.wait_run(row.pk), 120)
+    chain_s, chain_cpu = time.time() - t0, time.process_time() - cpu0
+    stats = await cluster.ask("stats")
+    tis = {t.task_id: t for t in await store.list_task_instances(run_pk=row.pk)}
+    created = stats["created_at"]
+    lags, lags_raw, waits = [], [], []
+    for task_id, ti in tis.items():
+        chain, _, depth = task_id.partition("_")
+        if int(depth) == 0:
+            continue
+        up = tis[f"{chain}_{int(depth) - 1:02d}"]
+        pod = (ti.executor_ref or "").removeprefix("pod:").partition("@")[0]
+        waited = bucket.waits.get(pod, 0.0)
+        raw = created[pod] - (up.ended_at or 0.0)
+        lags_raw.append(raw)
+        waits.append(waited)
+        lags.append(raw - waited)
+    minimum = (args.tasks - args.burst) / args.qps
+    chains = {
+        "state": final.state.value,
+        "makespan_s": round(chain_s, 3),
+        "bucket_minimum_s": round(minimum, 3),
+        "overhead_s": round(chain_s - minimum, 3),
+        "edges": len(lags),
+        "lag_ms_excluding_bucket": {
+            "p50": ms(pct(lags, 0.5)), "p90": ms(pct(lags, 0.9)),
+            "p99": ms(pct(lags, 0.99)), "max": ms(max(lags)),
+        },
+        "lag_ms_raw": {"p50": ms(pct(lags_raw, 0.5)), "p99": ms(pct(lags_raw, 0.99))},
+        "bucket_wait_ms": {"p50": ms(pct(waits, 0.5)), "p99": ms(pct(waits, 0.99))},
+        "scheduler_cpu_ms_per_task": round(chain_cpu * 1000 / args.tasks, 3),
+    }  # fmt: skip
+    return {
+        "fanout": fanout,
+        "chains": chains,
+        "requests": stats["requests"],
+        "open_watches": stats["open_watches"],
+        "agents_completed": stats["agents_completed"],
+        "agents_failed": stats["agents_failed"],
+        "cluster_cpu_s": round(stats["cpu_s"], 2),
+    }
 
 
 def median_of(results: list[dict[str, Any]], *path: str) -> float:
@@ -294,7 +289,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         repeats = []
         for _ in range(args.repeat):
+            profile = cProfile.Profile(time.process_time) if args.profile else None
+            if profile is not None:
+                profile.enable()
             result = await one_repeat(args, pg)
+            if profile is not None:
+                profile.disable()
+                profile.dump_stats(args.profile)
             print(json.dumps(result), file=sys.stderr)
             repeats.append(result)
     finally:
@@ -328,6 +329,7 @@ def main() -> None:
     parser.add_argument("--qps", type=float, default=200.0)
     parser.add_argument("--burst", type=int, default=100)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", type=Path, help="cProfile the scheduler's process")
     args = parser.parse_args()
     result = asyncio.run(run(args))
     text = json.dumps(result, indent=2)

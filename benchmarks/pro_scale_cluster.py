@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,8 +42,7 @@ def stats(srv: FakeApiServer, agents: SimulatedAgents) -> dict[str, Any]:
 
 
 def running(srv: FakeApiServer) -> int:
-    phases = ((p.get("status") or {}).get("phase") for p in srv.store.objects("pods", NS))
-    return sum(1 for phase in phases if phase == "Running")
+    return srv.store.count("pods", NS, lambda p: (p.get("status") or {}).get("phase") == "Running")
 
 
 async def main() -> None:
@@ -72,4 +72,10 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    profile_to = os.environ.get("LEOFLOW_BENCH_CLUSTER_PROFILE")
+    if profile_to:
+        import cProfile
+
+        cProfile.run("asyncio.run(main())", profile_to)
+    else:
+        asyncio.run(main())

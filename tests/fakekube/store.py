@@ -80,6 +80,15 @@ class Store:
         keys = sorted(k for k in self._objects if k[0] == resource and namespace in (None, k[1]))
         return [copy.deepcopy(self._objects[k]) for k in keys]
 
+    def count(self, resource: str, namespace: str | None, pred: Any) -> int:
+        """How many stored objects satisfy ``pred`` (it must not change them): no copies,
+        for a benchmark that asks often about a thousand pods."""
+        return sum(
+            1
+            for (res, ns, _), obj in self._objects.items()
+            if res == resource and namespace in (None, ns) and pred(obj)
+        )
+
     def history_since(self, rv: int, resource: str, namespace: str | None) -> list[StoreEvent]:
         """Events after ``rv`` for that resource; caller checks compaction first."""
         return [
@@ -104,7 +113,9 @@ class Store:
         stored.setdefault("metadata", {})["resourceVersion"] = str(rv)
         self._objects[key] = stored
         kind = "ADDED" if prev is None else "MODIFIED"
-        self._emit(StoreEvent(kind, rv, resource, namespace, copy.deepcopy(stored), prev))
+        # A stored object is never changed in place (a write replaces it), so the event
+        # shares it, as ``prev`` always has; watchers and the kubelet only read events.
+        self._emit(StoreEvent(kind, rv, resource, namespace, stored, prev))
         return copy.deepcopy(stored)
 
     def remove(self, resource: str, namespace: str, name: str) -> JsonObj | None:
