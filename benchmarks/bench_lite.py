@@ -16,6 +16,7 @@ import argparse
 import itertools
 import json
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -43,9 +44,12 @@ def chain(path: Path) -> Path:
     return path
 
 
-def run_once(dag: Path, executor: str, home: Path) -> float:
+def run_once(dag: Path, executor: str, home: Path) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system of the process, its agent and its tasks):
+    on a shared machine the wall time waits for cores; the CPU time is what the run costs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
     env["LEOFLOW_HOME"] = str(home)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [LEOFLOW, "run", str(dag), "--executor", executor],
@@ -54,10 +58,12 @@ def run_once(dag: Path, executor: str, home: Path) -> float:
         check=False,
     )
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         tail = done.stdout.decode()[-3000:]
         raise SystemExit(f"leoflow run failed ({done.returncode}):\n{done.stderr.decode()}\n{tail}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def chain_lags(home: Path) -> list[float]:
@@ -76,17 +82,26 @@ def chain_lags(home: Path) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--executor", action="append", choices=["agent", "subprocess"])
+    parser.add_argument("--workload", action="append", choices=["fanout_200", "chain_50"])
     args = parser.parse_args()
-    results: dict[str, object] = {"repeat": args.repeat, "cpus": os.cpu_count()}
+    results: dict[str, object] = {
+        "repeat": args.repeat,
+        "cpus": os.cpu_count(),
+        "loadavg_before": os.getloadavg(),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         dags = {"fanout_200": fan_out(root / "fanout.yaml"), "chain_50": chain(root / "chain.yaml")}
-        for executor in ("agent", "subprocess"):
+        dags = {k: v for k, v in dags.items() if args.workload is None or k in args.workload}
+        for executor in args.executor or ["agent", "subprocess"]:
             for name, dag in dags.items():
                 home = root / f"home-{executor}-{name}"
                 run_once(dag, executor, home)  # warm: migrations, page cache
-                times = [run_once(dag, executor, home) for _ in range(args.repeat)]
+                runs = [run_once(dag, executor, home) for _ in range(args.repeat)]
+                times = [t for t, _ in runs]
                 entry: dict[str, object] = {
+                    "cpu_s_median": round(statistics.median(c for _, c in runs), 3),
                     "wall_s_median": round(statistics.median(times), 3),
                     "wall_s_min": round(min(times), 3),
                     "wall_s_max": round(max(times), 3),
@@ -96,10 +111,14 @@ def main() -> None:
                     entry["step_lag_ms_p50"] = round(statistics.median(lags) * 1000, 2)
                     entry["step_lag_ms_p90"] = round(lags[int(len(lags) * 0.9)] * 1000, 2)
                 results[f"{executor}/{name}"] = entry
-    for name in ("fanout_200", "chain_50"):
-        agent = results[f"agent/{name}"]["wall_s_median"]  # type: ignore[index]
-        direct = results[f"subprocess/{name}"]["wall_s_median"]  # type: ignore[index]
-        results[f"agent_vs_direct/{name}"] = round(agent / direct, 3)
+    for name in dags:
+        if f"agent/{name}" not in results or f"subprocess/{name}" not in results:
+            continue
+        for measure in ("wall_s_median", "cpu_s_median"):
+            agent = results[f"agent/{name}"][measure]  # type: ignore[index]
+            direct = results[f"subprocess/{name}"][measure]  # type: ignore[index]
+            results[f"agent_vs_direct/{name}/{measure}"] = round(agent / direct, 3)
+    results["loadavg_after"] = os.getloadavg()
     print(json.dumps(results, indent=2))
 
 

@@ -1,5 +1,7 @@
 import sys
 
-from leoflow.agent import main
+from leoflow.agent import main, quick_exit, startup_gc
 
-sys.exit(main(sys.argv[1:]))
+quick_exit.arm()
+startup_gc.pause()
+sys.exit(quick_exit.returned(main(sys.argv[1:])))

@@ -66,6 +66,7 @@ from leoflow.agent.environment import (
     container_environment,
     resolve_task_user,
 )
+from leoflow.agent.startup_gc import settled
 from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
 
 _USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
@@ -135,6 +136,7 @@ def run(argv: list[str]) -> int:
         pod_name=os.environ.get("LEOFLOW_POD_NAME", ""),
         pod_uid=os.environ.get("LEOFLOW_POD_UID", ""),
     )
+    settled()  # the agent's imports are done (see startup_gc)
     if pool:
         return asyncio.run(_pool(settings, events))
     return asyncio.run(_single(settings, ticket))

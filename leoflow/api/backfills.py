@@ -18,11 +18,16 @@ from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, spec_of
 from leoflow.api.schemas import ErrorOut, RunOut, _In, _Out, run_out, ts
 from leoflow.domain.backfill import BackfillError, plan_backfill, select_points
+from leoflow.store.backfill_pages import (
+    backfill_points_with_runs,
+    progress_of,
+    progress_of_points,
+)
 from leoflow.store.backfills import (
     BackfillConflict,
+    BackfillProgress,
     BackfillRow,
     backfill_progress,
-    backfill_runs,
     cancel_backfill,
     create_backfill,
     get_backfill,
@@ -92,8 +97,9 @@ class BackfillRunsOut(_Out):
     pending: list[datetime]
 
 
-async def _out(ctx: Ctx, row: BackfillRow) -> BackfillOut:
-    progress = await backfill_progress(ctx.store, row.pk)
+async def _out(ctx: Ctx, row: BackfillRow, progress: BackfillProgress | None = None) -> BackfillOut:
+    if progress is None:
+        progress = await backfill_progress(ctx.store, row.pk)
     return BackfillOut(
         pk=row.pk,
         dag_id=row.dag_id,
@@ -188,21 +194,20 @@ async def create(dag_id: str, body: BackfillIn, ctx: Ctx, who: Operator) -> JSON
 
 @router.get("/dags/{dag_id}/backfills", response_model=list[BackfillOut])
 async def list_dag_backfills(dag_id: str, ctx: Ctx, who: Viewer) -> list[BackfillOut]:
-    return [await _out(ctx, row) for row in await list_backfills(ctx.store, dag_id=dag_id)]
+    rows = await list_backfills(ctx.store, dag_id=dag_id)
+    progress = await progress_of(ctx.store, [row.pk for row in rows])
+    return [await _out(ctx, row, progress[row.pk]) for row in rows]
 
 
 @router.get("/backfills/{pk}", response_model=BackfillRunsOut, responses=_ERRORS)
 async def get(pk: int, ctx: Ctx, who: Viewer) -> BackfillRunsOut:
     row = await _backfill_or_404(ctx, pk)
-    runs: list[RunOut] = []
-    pending: list[datetime] = []
-    for logical_date, run_pk in await backfill_runs(ctx.store, pk):
-        run = None if run_pk is None else await ctx.store.get_run(run_pk)
-        if run is not None:
-            runs.append(run_out(run))
-        elif run_pk is None:
-            pending.append(datetime.fromtimestamp(logical_date, UTC))
-    return BackfillRunsOut(backfill=await _out(ctx, row), runs=runs, pending=pending)
+    # The points and their runs in one join; the progress is counted from the same rows.
+    points = await backfill_points_with_runs(ctx.store, pk)
+    runs = [run_out(p.run) for p in points if p.run is not None]
+    pending = [datetime.fromtimestamp(p.logical_date, UTC) for p in points if not p.made]
+    out = await _out(ctx, row, progress_of_points(points))
+    return BackfillRunsOut(backfill=out, runs=runs, pending=pending)
 
 
 @router.post(

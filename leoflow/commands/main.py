@@ -17,15 +17,22 @@ from pathlib import Path
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
-    from leoflow.commands import backfill, dags, db, lite, logs, pools, roles, run, runs, tasks
-
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; for ``command`` "run" only that command's part: a ``leoflow run``
+    (the one command whose start-up is its cost) builds and imports none of the others."""
     parser = argparse.ArgumentParser(
         prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
     )
     parser.add_argument("--config", type=Path, help="settings file (YAML); LEOFLOW_* env wins")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if command == "run":
+        from leoflow.commands import run
+
+        run.add_parser(sub)
+        return parser
+    # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
+    from leoflow.commands import backfill, dags, db, lite, logs, pools, roles, run, runs, tasks
+
     for group in (dags, run, lite, db, logs, runs, tasks, pools, roles):
         group.add_parser(sub)
     backfill.add_backfill_command(sub)
@@ -34,17 +41,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (past ``--config FILE``); None before any other option."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--config":
+            next(args, None)
+        elif not arg.startswith("--config="):
+            return None if arg.startswith("-") else arg
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The ``leoflow`` command; called without ``argv`` it is the process's entry point,
+    and a command that returns ends the process without the interpreter's teardown."""
+    if argv is None:
+        from leoflow.agent import quick_exit, startup_gc
+
+        quick_exit.arm()
+        startup_gc.pause()
+        try:
+            return quick_exit.returned(_main(sys.argv[1:]))
+        finally:
+            startup_gc.settled()
+    return _main(list(argv))
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["agent"]:
         from leoflow.agent import main as agent_main
 
         return int(agent_main(argv[1:]))
     if argv[:1] == ["dbt-task"]:
+        from leoflow.agent.startup_gc import settled
         from leoflow.dbt.task import run as dbt_task
 
+        settled()
         return dbt_task(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser(command_word(argv)).parse_args(argv)
+    if not getattr(args, "settles_gc", False):  # `leoflow run` does, after its imports
+        from leoflow.agent.startup_gc import settled
+
+        settled()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
         return int(args.func(args))

@@ -57,6 +57,7 @@ async def _load_and_run(
     stop: asyncio.Event,
     signals: list[int],
 ) -> int:
+    from leoflow.agent.startup_gc import settled
     from leoflow.commands.console import Progress, final_table
     from leoflow.dagfile.loader import DagFileError, load_options
     from leoflow.dbt.project import expander
@@ -65,6 +66,7 @@ async def _load_and_run(
     from leoflow.runtime.dagfolder import announce_ignored
     from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
 
+    settled()  # the run's imports are done (see agent.startup_gc)
     options = load_options(
         executor, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
     )
@@ -111,4 +113,4 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--dags", help="folder to look the dag_id up in (default ./dags)")
     run.add_argument("--executor", choices=["agent", "subprocess", "kubernetes"])
     run.add_argument("--conf", help="JSON object passed to the run")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, settles_gc=True)

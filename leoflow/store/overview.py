@@ -35,7 +35,7 @@ _ti = task_instances.c
 
 def _as_run(r: Sequence[Any]) -> RunRow:
     state, conf = RunState(r[3]), json.loads(r[6])
-    return RunRow(r[0], r[1], r[2], state, r[4], r[5], conf, r[7], r[8], r[9], r[10])
+    return RunRow(r[0], r[1], r[2], state, r[4], r[5], conf, r[7], r[8], r[9], r[10], r[11])
 
 
 def _as_ti(r: Sequence[Any]) -> TaskInstanceRow:

@@ -65,7 +65,10 @@ def _post(url: str, body: Any, token: str | None = None) -> Any:
 
 
 class Lite:
-    def __init__(self, env: dict[str, str], tmp_path: Path, extra: dict[str, str]) -> None:
+    def __init__(
+        self, env: dict[str, str], tmp_path: Path, extra: dict[str, str], dags: str
+    ) -> None:
+        self.dags = dags
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -82,7 +85,7 @@ class Lite:
         out = open(self.tmp_path / f"lite-{self.starts}.out", "w")  # noqa: SIM115
         self.starts += 1
         self.proc = subprocess.Popen(
-            [LEOFLOW, "--config", "examples/settings.yaml", "lite", "--dags", "examples/dags"],
+            [LEOFLOW, "--config", "examples/settings.yaml", "lite", "--dags", self.dags],
             env=self.env,
             cwd=REPO,
             stdout=out,
@@ -113,8 +116,8 @@ class Lite:
 def make_lite(env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Lite]]:
     made: list[Lite] = []
 
-    def make(**extra: str) -> Lite:
-        lite = Lite(env, tmp_path, extra)
+    def make(dags: str = "examples/dags", **extra: str) -> Lite:
+        lite = Lite(env, tmp_path, extra, dags)
         made.append(lite)
         lite.start()
         return lite

@@ -15,6 +15,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from leoflow.api import backfills as backfills_api
 from leoflow.api import dags as dags_api
 from leoflow.api import pools as pools_api
 from leoflow.api import runs as runs_api
@@ -42,6 +43,12 @@ class _Action(BaseModel):
     name: str | None = Field(None, max_length=200)
     slots: int | None = None
     description: str | None = None
+    backfill: int | None = Field(None, ge=1)
+    start: str | None = Field(None, max_length=40)
+    end: str | None = Field(None, max_length=40)
+    reprocess_failed: bool = False
+    max_active_runs: int | None = None
+    dry_run: bool = False
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -186,12 +193,40 @@ async def _pool_resize(ctx: ApiContext, s: session.Session, b: _Action) -> dict[
     return {"name": out.name, "slots": out.slots}
 
 
+async def _backfill_create(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:
+    try:
+        body = backfills_api.BackfillIn.model_validate(
+            {
+                "from": _need(b.start, "from"),
+                "to": _need(b.end, "to"),
+                "reprocess_failed": b.reprocess_failed,
+                "max_active_runs": b.max_active_runs,
+                "dry_run": b.dry_run,
+            }
+        )
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise HTTPException(422, f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}") from None
+    response = await backfills_api.create(_need(b.dag_id, "dag_id"), body, ctx, s.principal)
+    data: dict[str, Any] = json.loads(bytes(response.body))
+    return data
+
+
+async def _backfill_cancel(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:
+    if b.backfill is None:
+        raise HTTPException(422, "backfill: required")
+    out = await backfills_api.cancel(b.backfill, ctx, s.principal)
+    return {"pk": out.pk, "state": out.state}
+
+
 _ACTIONS = {
     "pause": _pause,
     "unpause": _unpause,
     "trigger": _trigger,
     "cancel": _cancel,
     "clear": _clear,
+    "backfill_create": _backfill_create,
+    "backfill_cancel": _backfill_cancel,
     "pool_create": _pool_create,
     "pool_resize": _pool_resize,
 }

@@ -24,6 +24,8 @@ from leoflow.domain.states import TaskState
 from leoflow.store.rows import DagRow, RunRow
 
 _LABEL_CHARS = 20
+# Said in a run square's title and label when the run missed its deadline.
+LATE_WORDS = ", missed its deadline"
 _KEPT = 64
 
 
@@ -131,8 +133,10 @@ def run_squares(dag_id: str, runs: Sequence[RunRow]) -> Markup:
     out = []
     for r in runs:
         st, run = r.state.value, escape(r.run_id)
+        late, words = ("", "") if r.deadline_missed_at is None else (" late", LATE_WORDS)
         out.append(
-            f'<a class="sq s-{st}" href="{prefix}{quoted(r.run_id)}" title="{run}: {st}" '
-            f'aria-label="{run}: {st}">{STATE_ICON.get(st, "?")}</a>'
+            f'<a class="sq s-{st}{late}" href="{prefix}{quoted(r.run_id)}" '
+            f'title="{run}: {st}{words}" aria-label="{run}: {st}{words}">'
+            f"{STATE_ICON.get(st, '?')}</a>"
         )
     return Markup("".join(out))

@@ -16,7 +16,7 @@ import jinja2
 from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
-from leoflow.api.ui import present, views, waiting
+from leoflow.api.ui import backfill_views, present, views, waiting
 from leoflow.api.ui.session import Session
 from leoflow.domain.states import TASK_TERMINAL
 
@@ -60,6 +60,23 @@ async def _task(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str])
     return await views.task_view(ctx, s.principal, a[0], a[1], a[2], try_number)
 
 
+async def _backfills(
+    ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
+) -> dict[str, Any]:
+    return await backfill_views.backfills_view(ctx, a[0])
+
+
+async def _backfill(
+    ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
+) -> dict[str, Any]:
+    raw = q.get("after") or None
+    try:
+        after = None if raw is None else float(raw)
+    except ValueError:
+        raise HTTPException(400, "query parameter 'after': expected a number") from None
+    return await backfill_views.backfill_view(ctx, a[0], a[1], after)
+
+
 async def _waiting(
     ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -83,6 +100,8 @@ PAGES = {
     "dag": Page("dag", "dag.html", _dag, ("dag_head", "run_pick", "grid")),
     "run": Page("run", "run.html", _run, ("run_head", "run_tasks")),
     "task": Page("task", "task.html", _task, ("task_head", "tries")),
+    "backfills": Page("backfills", "backfills.html", _backfills, ("bf_rows",)),
+    "backfill": Page("backfill", "backfill.html", _backfill, ("bf_head", "bf_points")),
     "waiting": Page("waiting", "waiting.html", _waiting, ("wait_groups",)),
     "pools": Page("pools", "pools.html", _pools, ("pool_bars",)),
 }
@@ -100,6 +119,10 @@ def resolve(path: str) -> tuple[Page, list[str]] | None:
         return None
     if n == 2:
         return PAGES["dag"], parts[1:]
+    if n == 3 and parts[2] == "backfills":
+        return PAGES["backfills"], parts[1:2]
+    if n == 4 and parts[2] == "backfills":
+        return PAGES["backfill"], [parts[1], parts[3]]
     if n == 4 and parts[2] == "runs":
         return PAGES["run"], [parts[1], parts[3]]
     if n == 6 and parts[2] == "runs" and parts[4] == "tasks":
@@ -124,6 +147,8 @@ def _env() -> jinja2.Environment:
         dag_url=present.dag_url,
         run_url=present.run_url,
         task_url=present.task_url,
+        backfill_url=present.backfill_url,
+        span=present.span,
         iso=present.iso,
         duration=present.duration,
         icon=_state_icon,

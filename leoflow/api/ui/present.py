@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from leoflow.api.auth import Principal, Role
+from leoflow.domain.dag import DagSpec
 from leoflow.domain.durations import format_duration
-from leoflow.store.rows import TaskInstanceRow
+from leoflow.store.rows import RunRow, TaskInstanceRow
 
 STATE_ICON = {
     "success": "\u2713",
@@ -50,6 +51,11 @@ def run_url(dag_id: str, run_id: str) -> str:
     return f"{dag_url(dag_id)}/runs/{quoted(run_id)}"
 
 
+def backfill_url(dag_id: str, pk: int | None = None) -> str:
+    base = f"{dag_url(dag_id)}/backfills"
+    return base if pk is None else f"{base}/{pk}"
+
+
 def task_url(dag_id: str, run_id: str, task_id: str, try_number: int | None = None) -> str:
     url = f"{run_url(dag_id, run_id)}/tasks/{quoted(task_id)}"
     return url if try_number is None else f"{url}?try={try_number}"
@@ -67,6 +73,10 @@ def duration(start: float | None, end: float | None, now: float) -> str:
     return format_duration(max(0.0, (end if end is not None else now) - start))
 
 
+def span(seconds: float | None) -> str:
+    return "" if seconds is None else format_duration(seconds)
+
+
 def exit_words(ti: TaskInstanceRow) -> str:
     if ti.reason is None:
         return ""
@@ -74,6 +84,38 @@ def exit_words(ti: TaskInstanceRow) -> str:
     if ti.reason == "exit_code" and ti.exit_code is not None:
         words = f"exited with code {ti.exit_code}"
     return words
+
+
+@dataclass(frozen=True)
+class RunDeadline:
+    """A run's ``deadline:`` and ``run_timeout:`` from its DAG, and whether it was late."""
+
+    deadline: float | None
+    origin: str  # what the deadline counts from, in words
+    due_at: float | None
+    missed_at: float | None
+    run_timeout: float | None
+
+    @property
+    def words(self) -> str:
+        if self.deadline is None:
+            return ""
+        return f"{format_duration(self.deadline)} after its {self.origin}"
+
+
+def deadline_of(run: RunRow, spec: DagSpec | None) -> RunDeadline:
+    """As ``scheduler.deadlines`` counts it: from the logical date, else the trigger."""
+    deadline = None if spec is None else spec.deadline
+    run_timeout = None if spec is None else spec.run_timeout
+    dated = run.logical_date is not None
+    start = run.logical_date if run.logical_date is not None else run.created_at
+    return RunDeadline(
+        deadline,
+        "logical date" if dated else "trigger",
+        None if deadline is None else start + deadline,
+        run.deadline_missed_at,
+        run_timeout,
+    )
 
 
 def pod_of(ti: TaskInstanceRow) -> str | None:

@@ -65,6 +65,8 @@ for _path in (
     "/pools",
     "/dags/{dag_id}",
     "/dags/{dag_id}/runs/{run_id}",
+    "/dags/{dag_id}/backfills",
+    "/dags/{dag_id}/backfills/{pk}",
     "/dags/{dag_id}/runs/{run_id}/tasks/{task_id}",
 ):
     router.add_api_route(_path, _page, methods=["GET"], response_class=HTMLResponse)

@@ -28,7 +28,7 @@ from leoflow.api.ui.fragments import (
     grid_rows,
     run_squares,
 )
-from leoflow.api.ui.present import dag_url, exit_words, pod_of
+from leoflow.api.ui.present import dag_url, deadline_of, exit_words, pod_of
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.store.rows import DagRow, RunRow
@@ -61,6 +61,11 @@ class DagLine:
     @property
     def squares(self) -> Markup:
         return run_squares(self.row.dag_id, self.runs)
+
+    @property
+    def late(self) -> int:
+        """How many of the runs shown missed their deadline."""
+        return sum(1 for r in self.runs if r.deadline_missed_at is not None)
 
 
 DAG_FILTERS = ("all", "active", "paused", "failing", "running")
@@ -197,6 +202,7 @@ async def run_view(ctx: ApiContext, dag_id: str, run_id: str, after: int | None)
     spec = spec_of(dag) if dag is not None else None
     return {
         "run": run,
+        "deadline": deadline_of(run, spec),
         "tis": tis,
         "more": more,
         "after": after,

@@ -137,8 +137,11 @@ async def test_timeout_terminates_and_reports_timed_out(plane: Plane) -> None:
 
 
 async def test_timeout_escalates_to_sigkill_after_the_grace(plane: Plane) -> None:
-    script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
-    ti = plane.ti(1, argv=[PY, "-c", script], timeout=0.3)
+    # sh ignores SIGTERM in its first instruction (a Python child would need its whole
+    # start-up first, which a loaded machine can stretch past a short timeout, and
+    # the SIGTERM would then kill it before it ignores it). The timeout leaves room.
+    script = "trap '' TERM; while :; do sleep 1; done"
+    ti = plane.ti(1, argv=["/bin/sh", "-c", script], timeout=2.0)
     code, _, stderr = await _run(plane, ti, LEOFLOW_AGENT_KILL_GRACE="0.5")
     assert code == 128 + signal.SIGKILL, stderr
     assert ti.outcome is not None and ti.outcome["timed_out"] and not ti.outcome["oom_killed"]

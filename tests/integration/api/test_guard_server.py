@@ -30,6 +30,7 @@ def send_until_answered(
     block = b"x" * CHUNK
     frame = f"{CHUNK:x}\r\n".encode() + block + b"\r\n" if chunked else block
     sent = 0
+    hung_up = False  # the server closed its end: stop writing, read what it said
     pending = b""
     got = b""
     deadline = time.monotonic() + 120
@@ -37,7 +38,7 @@ def send_until_answered(
         sock.sendall(head.encode())
         sock.setblocking(False)
         while time.monotonic() < deadline:
-            want_write = sent < total and not got
+            want_write = sent < total and not got and not hung_up
             readable, writable, _ = select.select([sock], [sock] if want_write else [], [], 1)
             if readable:
                 try:
@@ -62,7 +63,8 @@ def send_until_answered(
                 except BlockingIOError:
                     continue
                 except (BrokenPipeError, ConnectionResetError):
-                    sent = total  # the server hung up: read what it said
+                    # Not counted as sent: the bound below is on what really left.
+                    hung_up = True
                     continue
                 pending = pending[n:]
                 if not pending:

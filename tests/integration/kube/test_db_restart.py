@@ -91,7 +91,9 @@ async def test_a_postgres_restart_mid_run_fails_nothing(
             executor="kubernetes",
             token_signing_key="a-key-every-replica-shares-0123456789",
             agent_listen="127.0.0.1:0",
-            leader_election={"lease_duration": 2.0, "renew_deadline": 1.0, "retry_period": 0.2},
+            # Generous: the claim is that a database outage does not move the Lease, and
+            # a loop stalled by CPU contention past a tight renew deadline would.
+            leader_election={"lease_duration": 8.0, "renew_deadline": 5.0, "retry_period": 0.5},
         )
 
     nodes = [Node(f"replica-{i}", settings_for()) for i in range(replicas)]

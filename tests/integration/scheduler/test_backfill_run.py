@@ -52,6 +52,27 @@ async def wait_for(predicate: Any, timeout: float = 120.0) -> None:
     await asyncio.wait_for(loop(), timeout)
 
 
+async def check_cancelled(scheduler: Scheduler, store: Store, pk: int) -> None:
+    """Backfill ``pk`` of 5 points, 2 of them running, was just cancelled: those two
+    fail with their tasks, and the driver's next pass makes no run for the other 3."""
+    scheduler.wake()
+    live = [r for r in await store.list_runs(dag_id="daily") if r.state is RunState.FAILED]
+    assert len(live) == 2
+    for run in live:
+        ended = await asyncio.wait_for(scheduler.wait_run(run.pk), 60)
+        assert ended.state is RunState.FAILED
+
+    async def tasks_stopped() -> bool:
+        tis = [ti for run in live for ti in await store.list_task_instances(run_pk=run.pk)]
+        return all(ti.state.value == "failed" for ti in tis)
+
+    await wait_for(tasks_stopped)
+    await scheduler._backfills.advance()
+    progress = await backfill_progress(store, pk)
+    assert (progress.pending, progress.failed, progress.total) == (3, 2, 5)
+    assert len(await store.list_runs(dag_id="daily")) == 2
+
+
 def most_at_once(intervals: list[tuple[float, float]]) -> int:
     events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
     live = peak = 0
@@ -134,21 +155,6 @@ async def test_cancel_stops_the_live_runs_and_makes_no_more(
     await wait_for(two_running)
     cancelled = await api.post(f"/api/v1/backfills/{pk}/cancel", headers=OPERATOR)
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
-    scheduler.wake()
-    live = [r for r in await store.list_runs(dag_id="daily") if r.state is RunState.FAILED]
-    assert len(live) == 2
-    for run in live:
-        ended = await asyncio.wait_for(scheduler.wait_run(run.pk), 60)
-        assert ended.state is RunState.FAILED
-
-    async def tasks_stopped() -> bool:
-        tis = [ti for run in live for ti in await store.list_task_instances(run_pk=run.pk)]
-        return all(ti.state.value == "failed" for ti in tis)
-
-    await wait_for(tasks_stopped)
-    await scheduler._backfills.advance()
-    progress = await backfill_progress(store, pk)
-    assert (progress.pending, progress.failed, progress.total) == (3, 2, 5)
-    assert len(await store.list_runs(dag_id="daily")) == 2
+    await check_cancelled(scheduler, store, pk)
     again = await api.post(f"/api/v1/backfills/{pk}/cancel", headers=OPERATOR)
     assert again.status_code == 409

@@ -58,6 +58,7 @@
     unpause: () => "Unpaused.",
     cancel: () => "Run cancelled.",
     clear: (d) => "Cleared " + d.cleared.join(", ") + ": it runs again.",
+    backfill_cancel: (d) => "Backfill #" + d.pk + " cancelled.",
   };
 
   document.addEventListener("click", async (event) => {
@@ -77,6 +78,7 @@
       task_id: button.dataset.task || null,
     };
     if (action === "clear") body.downstream = !!(downstream && downstream.checked);
+    if (button.dataset.backfill) body.backfill = Number(button.dataset.backfill);
     button.disabled = true;
     try {
       const data = await post("/ui/actions/" + action, body);
@@ -94,7 +96,12 @@
     const opener = event.target.closest("[data-open]");
     if (opener) {
       const dialog = document.getElementById(opener.dataset.open);
-      if (dialog) { dialog.showModal(); validateConf(); $("#conf", dialog).focus(); }
+      if (dialog) {
+        dialog.showModal();
+        validateConf();
+        const first = $("textarea, input", dialog);
+        if (first) first.focus();
+      }
     }
     const closer = event.target.closest("[data-close]");
     if (closer) document.getElementById(closer.dataset.close).close();
@@ -127,9 +134,60 @@
   document.addEventListener("input", (event) => {
     if (event.target.id === "conf") validateConf();
   });
+  // ---------------------------------------------------------------- backfill
+  function backfillBody(form, dryRun) {
+    const from = $("#bf-from").value, to = $("#bf-to").value, max = $("#bf-max").value.trim();
+    return {
+      dag_id: form.dataset.dag, start: from || null, end: to ? to + "T23:59:59" : null,
+      reprocess_failed: $("#bf-reprocess").checked, max_active_runs: max ? Number(max) : null,
+      dry_run: dryRun,
+    };
+  }
+  function showPreview(plan) {
+    const box = $("#bf-preview");
+    const dates = plan.logical_dates || [];
+    box.textContent = "";
+    const head = document.createElement("p");
+    head.id = "bf-preview-count";
+    head.textContent = dates.length + " run(s) would be created, at most " + plan.max_active_runs +
+      " active at a time" + (plan.skipped.length ? "; " + plan.skipped.length + " point(s) skipped (they have a run)." : ".");
+    box.appendChild(head);
+    const list = document.createElement("ol");
+    dates.slice(0, 500).forEach((d) => {
+      const li = document.createElement("li");
+      const t = document.createElement("time");
+      t.setAttribute("datetime", d); t.title = d + " (UTC)"; t.textContent = d;
+      li.appendChild(t); list.appendChild(li);
+    });
+    box.appendChild(list);
+    if (dates.length > 500) box.appendChild(document.createTextNode("… and " + (dates.length - 500) + " more"));
+    localTimes(box);
+    box.hidden = false;
+  }
+  document.addEventListener("click", async (event) => {
+    if (!event.target.closest("#bf-dry-run")) return;
+    const form = $("#backfill-form");
+    $("#bf-error").textContent = "";
+    try {
+      showPreview(await post("/ui/actions/backfill_create", backfillBody(form, true)));
+    } catch (e) {
+      $("#bf-preview").hidden = true;
+      $("#bf-error").textContent = e.message;
+    }
+  });
+
   document.addEventListener("submit", async (event) => {
     const form = event.target;
-    if (form.id === "trigger-form") {
+    if (form.id === "backfill-form") {
+      event.preventDefault();
+      $("#bf-error").textContent = "";
+      try {
+        const data = await post("/ui/actions/backfill_create", backfillBody(form, false));
+        location.href = "/dags/" + encodeURIComponent(form.dataset.dag) + "/backfills/" + data.pk;
+      } catch (e) {
+        $("#bf-error").textContent = e.message;
+      }
+    } else if (form.id === "trigger-form") {
       event.preventDefault();
       if (!validateConf()) return;
       const runId = $("#new-run-id").value.trim();
