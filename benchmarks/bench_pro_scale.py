@@ -50,7 +50,7 @@ from leoflow.scheduler.core import Scheduler  # noqa: E402
 from leoflow.settings import Settings  # noqa: E402
 from leoflow.store import Store  # noqa: E402
 from tests.support.postgres import PgServer, start_postgres  # noqa: E402
-from tests.support.pro_stack import pro_stack  # noqa: E402
+from tests.support.pro_stack import chains_dag, pro_stack  # noqa: E402
 
 NS = "leoflow-tasks"
 CLUSTER = Path(__file__).resolve().parent / "pro_scale_cluster.py"
@@ -127,16 +127,6 @@ def fanout_dag(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chains_dag(n: int, chains: int) -> str:
-    depth = n // chains
-    lines = [f"dag_id: pro_chains\nmax_active_tasks: {n}\ntasks:"]
-    for c in range(chains):
-        for d in range(depth):
-            after = f", depends_on: [c{c:03d}_{d - 1:02d}]" if d else ""
-            lines.append(f"  c{c:03d}_{d:02d}: {{command: 'true'{after}}}")
-    return "\n".join(lines) + "\n"
-
-
 def make_settings(args: argparse.Namespace, url: str, home: Path) -> Settings:
     return Settings(
         home=home,
@@ -190,7 +180,10 @@ async def one_repeat(args: argparse.Namespace, pg: PgServer) -> dict[str, Any]:
     client.bucket = bucket
     client.called = {}
     try:
-        for text in (fanout_dag(args.tasks), chains_dag(args.tasks, args.chains)):
+        for text in (
+            fanout_dag(args.tasks),
+            chains_dag("pro_chains", args.chains, args.tasks // args.chains),
+        ):
             spec = parse_dag(text, home / "dag.yaml")
             await record_dag(store, LoadedDag(spec, home / f"{spec.dag_id}.yaml", text))
         async with pro_stack(settings, store, client) as stack:
@@ -346,11 +339,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--profile", type=Path, help="cProfile the scheduler's process")
     args = parser.parse_args()
-    result = asyncio.run(run(args))
-    text = json.dumps(result, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
+    document = json.dumps(asyncio.run(run(args)), indent=2)
+    print(document)
+    if args.out is not None:
+        args.out.write_text(document + "\n")
 
 
 if __name__ == "__main__":

@@ -47,3 +47,14 @@ async def pro_stack(
             await scheduler.stop()
     finally:
         await service.close()
+
+
+def chains_dag(dag_id: str, chains: int, depth: int) -> str:
+    """``chains`` chains of ``depth`` tasks, each after the one before it: every launch
+    but the first of each chain waits on an upstream's end."""
+    lines = [f"dag_id: {dag_id}\nmax_active_tasks: {chains * depth}\ntasks:"]
+    for c in range(chains):
+        for d in range(depth):
+            after = f", depends_on: [c{c:03d}_{d - 1:02d}]" if d else ""
+            lines.append(f"  c{c:03d}_{d:02d}: {{command: 'true'{after}}}")
+    return "\n".join(lines) + "\n"

@@ -17,22 +17,13 @@ from leoflow.runtime.dagfolder import record_dag
 from leoflow.settings import Settings
 from leoflow.store import Store
 from tests.fakekube import FakeApiServer, FakeKubelet, Outcome
-from tests.support.pro_stack import pro_stack
+from tests.support.pro_stack import chains_dag, pro_stack
 
 from .conftest import RELEASE_NS, TASK_NS
 
 pytestmark = pytest.mark.slow  # a few hundred pods through the whole Pro path
 
 CHAINS, DEPTH = 30, 10  # 300 tasks; 270 of them launched when their upstream ends
-
-
-def chains_dag() -> str:
-    lines = [f"dag_id: contract\nmax_active_tasks: {CHAINS * DEPTH}\ntasks:"]
-    for c in range(CHAINS):
-        for d in range(DEPTH):
-            after = f", depends_on: [c{c:02d}_{d - 1}]" if d else ""
-            lines.append(f"  c{c:02d}_{d}: {{command: 'true'{after}}}")
-    return "\n".join(lines) + "\n"
 
 
 def pod_requests(server: FakeApiServer) -> dict[str, int]:
@@ -54,7 +45,7 @@ async def run_contract_dag(
         server.configuration(), task_namespace=TASK_NS, release_namespace=RELEASE_NS,
         qps=settings.kube_qps, burst=settings.kube_burst,
     )  # fmt: skip
-    text = chains_dag()
+    text = chains_dag("contract", CHAINS, DEPTH)
     await record_dag(store, LoadedDag(parse_dag(text, tmp_path / "d.yaml"), tmp_path, text))
     try:
         async with (

@@ -33,9 +33,7 @@ async def test_interleaved_shapes_are_grouped_and_rows_keep_their_order(store: S
     started, finishing, fresh = tis[:4], tis[4:8], tis[8:]
     setup = [TaskChange(t.pk, T.NONE, T.SCHEDULED, fields={"ready_at": 1.0}) for t in tis[:8]]
     setup += [TaskChange(t.pk, T.SCHEDULED, T.QUEUED, fields={"queued_at": 2.0}) for t in tis[:8]]
-    setup += [
-        TaskChange(t.pk, T.QUEUED, T.RUNNING, fields={"started_at": 3.0}) for t in finishing
-    ]
+    setup += [TaskChange(t.pk, T.QUEUED, T.RUNNING, fields={"started_at": 3.0}) for t in finishing]
     assert all(await store.transition_tasks(setup, epoch=None))
     updates = count_updates(store)
     batch: list[TaskChange] = []
