@@ -61,7 +61,7 @@ async def run_contract_dag(
                 )
                 server.store.next_rv()  # a write elsewhere moves the global revision on
                 server.compact()
-                server.drop_watches(abrupt=False)
+                server.drop_watches(abrupt=True)  # no bookmark can follow the compaction
             final = await stack.scheduler.wait_run(row.pk)
             assert final.state is RunState.SUCCESS, final
             tis = await store.list_task_instances(run_pk=row.pk)
