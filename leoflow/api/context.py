@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -28,6 +28,11 @@ class ApiContext:
     # How often a followed log looks for new bytes and for the end of its try.
     log_poll_interval: float = 0.5
     clock: Callable[[], float] = field(default=time.time)
+    # The secret names a notify: webhook may use, when this process sees the secrets
+    # the scheduler reads (Lite's in-process API); None in Pro's split API, whose pod
+    # holds no secrets and never reaches Kubernetes: there the check is not made.
+    secret_names: Callable[[], Collection[str]] | None = None
+    secrets_where: str = "the secrets backend"
     # Set when the server starts to shut down: long-lived streams (the UI's live
     # events, a followed log) end at once instead of holding uvicorn's grace period.
     closing: asyncio.Event = field(default_factory=asyncio.Event)

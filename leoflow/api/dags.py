@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,7 +38,9 @@ _YAML_BODY: dict[str, Any] = {
         "required": True,
         "description": "the DAG document (leoflow.yaml), as text; a YAML media type "
         f"({', '.join(YAML_TYPES)}) is required (415 otherwise), at most "
-        "api_dag_body_limit bytes (413 otherwise)",
+        "api_dag_body_limit bytes (413 otherwise). A dbt: section arrives resolved "
+        "(dbt.resolved, its nodes already tasks): `leoflow dags apply` resolves it "
+        "against the project on disk, which the API does not have (422 otherwise)",
         "content": {t: {"schema": {"type": "string"}} for t in YAML_TYPES},
     }
 }
@@ -87,8 +90,15 @@ async def apply_dag(
     settings = ctx.settings
     store = ctx.store
     known_pools = {p.name for p in await store.list_pools()} | set(settings.pools)
+    known_secrets = None
+    if ctx.secret_names is not None:
+        known_secrets = await asyncio.to_thread(ctx.secret_names)
     options = load_options(
-        settings.executor, settings.task_pod_passthrough, known_pools=known_pools
+        settings.executor,
+        settings.task_pod_passthrough,
+        known_pools=known_pools,
+        known_secrets=known_secrets,
+        secrets_where=ctx.secrets_where,
     )
     try:
         spec = parse_dag(text, _api_path(name), options)

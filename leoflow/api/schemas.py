@@ -71,10 +71,36 @@ class TaskOut(_Out):
     timeout: float | None
 
 
+class DbtOrigin(_Out):
+    """Which dbt project a DAG's ``dbt.*`` tasks came from (resolved by ``leoflow dags apply``)."""
+
+    project: str
+    project_dir: str = Field(description="where the tasks' image must hold the project")
+    manifest_sha256: str
+    nodes: int = Field(description="how many tasks the project's nodes became")
+    tasks: list[str]
+
+
 class DagDetail(DagSummary):
     source: str | None
     tasks: list[TaskOut]
     spec: dict[str, Any]
+    dbt: DbtOrigin | None = Field(
+        None, description="set when the DAG's dbt section was resolved from a dbt project"
+    )
+
+
+def dbt_origin(spec: DagSpec | None) -> DbtOrigin | None:
+    resolved = spec.dbt.resolved if spec is not None and spec.dbt is not None else None
+    if resolved is None:
+        return None
+    return DbtOrigin(
+        project=resolved.project,
+        project_dir=resolved.project_dir,
+        manifest_sha256=resolved.manifest_sha256,
+        nodes=resolved.nodes,
+        tasks=list(resolved.tasks),
+    )
 
 
 class Problem(_Out):
@@ -151,6 +177,7 @@ def dag_detail(row: DagRow) -> DagDetail:
         source=row.source,
         tasks=tasks,
         spec=spec.model_dump(mode="json") if spec else {},
+        dbt=dbt_origin(spec),
     )
 
 
@@ -252,8 +279,16 @@ def ti_out(row: TaskInstance) -> TaskInstanceOut:
 
 
 class ClearResult(_Out):
-    cleared: list[str]
+    cleared: list[str] = Field(
+        description="the tasks cleared (finished run), or that the request will clear"
+    )
     run: RunOut
+    pending: bool = Field(
+        default=False,
+        description="true (status 202) for a running run: the scheduler applies the clear "
+        "on its next poll, stopping the live tries",
+    )
+    request_id: int | None = Field(default=None, description="the clear request (pending only)")
 
 
 class Blocker(_Out):

@@ -24,6 +24,7 @@ from fastapi import FastAPI
 from leoflow.api.app import create_app
 from leoflow.api.auth import TOKENS_SETTING, Auth, TokensFileError
 from leoflow.api.context import ApiContext
+from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
 from leoflow.store import Store
 from leoflow.store.errors import SchemaNotCurrent
@@ -156,6 +157,14 @@ async def start_server(app: FastAPI, host: str, port: int) -> RunningApi:
     return RunningApi(host, int(sock.getsockname()[1]), server, task)
 
 
+def check_secrets_in_process(app: FastAPI, settings: Settings) -> None:
+    """In process with the scheduler (Lite), the API sees the secrets it reads, so
+    applying a DAG checks its notify: webhook secrets exist (422 otherwise)."""
+    secrets = DirectorySecrets(settings.resolved_secrets_dir)
+    app.state.leoflow.secret_names = secrets.names
+    app.state.leoflow.secrets_where = secrets.describe()
+
+
 async def start_api_in_process(
     settings: Settings,
     store: Store,
@@ -166,7 +175,9 @@ async def start_api_in_process(
     """Lite: serve the API on ``settings.api_listen`` from this loop; return the closer."""
     auth = auth_for(settings, require_tokens=False)
     host, port = parse_listen(settings.api_listen)
-    running = await start_server(create_app(store, settings, auth=auth, notify=notify), host, port)
+    app = create_app(store, settings, auth=auth, notify=notify)
+    check_secrets_in_process(app, settings)
+    running = await start_server(app, host, port)
     say(
         f"leoflow api: {running.url}/api/v1 "
         + ("(bearer tokens)" if auth.enabled else "(no auth: loopback only)")

@@ -1,10 +1,11 @@
-"""Task instances: list, get, clear (re-run), and why one is waiting."""
+"""Task instances: list, get, clear (re-run; of a running run, a request the scheduler
+applies), and why one is waiting."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Response
 
 from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import Ctx
@@ -22,10 +23,11 @@ from leoflow.api.schemas import (
     ts,
 )
 from leoflow.api.snapshot import admission_snapshot, run_gate
+from leoflow.domain.clearing import clear_closure
 from leoflow.domain.explain import RunInfo, explain
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.domain.trigger_rules import TriggerRule
-from leoflow.store.rows import TaskChange, TaskInstanceRow
+from leoflow.store.clears import ClearLost, clear_finished_run, request_clear
 
 router = APIRouter(prefix="/api/v1/dags/{dag_id}/runs/{run_id}/tasks", tags=["task instances"])
 
@@ -61,25 +63,17 @@ async def get_task_instance(
     return ti_out(ti)
 
 
-def _downstream_closure(start: str, downstream: dict[str, list[str]]) -> list[str]:
-    seen = {start}
-    stack = [start]
-    while stack:
-        for child in downstream.get(stack.pop(), ()):
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return sorted(seen)
-
-
 @router.post(
     "/{task_id}/clear",
     response_model=ClearResult,
-    responses=_ERRORS,
-    summary="Clear a finished task instance so it runs again",
-    description="Only for a finished run (409 otherwise). The task (and with downstream=true "
-    "everything below it) goes back to none with its retries renewed, and the run to running; "
-    "the scheduler picks the run up on its next poll.",
+    responses={**_ERRORS, 202: {"model": ClearResult, "description": "clear requested"}},
+    summary="Clear a task instance so it runs again (finished or running run)",
+    description="The task (and with downstream=true everything below it) goes back to none "
+    "with its retries renewed. A finished run's clear is written at once (200) and the run "
+    "goes back to running. A running run's clear is recorded (202, pending=true) and the "
+    "leading scheduler applies it on its next poll: a queued or running try of a cleared "
+    "task is stopped (ending as `cleared`) and the task runs again in the same run; "
+    "finished tasks that are not cleared stay as they are. 409 for a queued run.",
 )
 async def clear_task_instance(
     dag_id: str,
@@ -87,70 +81,42 @@ async def clear_task_instance(
     task_id: str,
     ctx: Ctx,
     who: Operator,
+    response: Response,
     downstream: Annotated[bool, Query(description="also clear every task below it")] = False,
 ) -> ClearResult:
     store = ctx.store
     run, target, tis = await task_or_404(store, dag_id, run_id, task_id)
-    if run.state not in RUN_TERMINAL:
+    if run.state is RunState.QUEUED:
         raise HTTPException(
-            409, f"run {run_id!r} is {run.state.value}: only a finished run's tasks can be cleared"
+            409, f"run {run_id!r} is queued: none of its tasks has run, so none can be cleared"
+        )
+    dag = await store.get_dag(dag_id)
+    spec = spec_of(dag) if dag is not None else None
+    below = spec.downstream() if spec is not None and task_id in spec.tasks else {}
+    names = clear_closure(task_id, below, with_downstream=downstream)
+    if run.state not in RUN_TERMINAL:
+        present = {ti.task_id for ti in tis}
+        request = await request_clear(
+            store, run.pk, task_id, downstream=downstream, by=who.name, at=ctx.clock()
+        )
+        ctx.changed()
+        response.status_code = 202
+        return ClearResult(
+            cleared=[n for n in names if n in present],
+            run=run_out(run),
+            pending=True,
+            request_id=request.pk,
         )
     if target.state not in TASK_TERMINAL:
         raise HTTPException(
             409, f"task {task_id!r} is {target.state.value}: only a finished task can be cleared"
         )
-    dag = await store.get_dag(dag_id)
-    spec = spec_of(dag) if dag is not None else None
-    names = [task_id]
-    if downstream and spec is not None and task_id in spec.tasks:
-        names = _downstream_closure(task_id, spec.downstream())
-    by_id = {ti.task_id: ti for ti in tis}
-    chosen: list[TaskInstanceRow] = [
-        by_id[n] for n in names if n in by_id and by_id[n].state in TASK_TERMINAL
-    ]
-    changes = []
-    for ti in chosen:
-        task_spec = spec.tasks.get(ti.task_id) if spec is not None else None
-        tries = task_spec.max_tries if task_spec is not None else 1
-        changes.append(
-            TaskChange(
-                ti.pk,
-                ti.state,
-                TaskState.NONE,
-                expected_try=ti.try_number,
-                fields={
-                    # The next try is try_number + 1 and gets the task's retries anew.
-                    "max_tries": ti.try_number + tries,
-                    "ready_at": None,
-                    "queued_at": None,
-                    "started_at": None,
-                    "ended_at": None,
-                    "next_retry_at": None,
-                    "heartbeat_at": None,
-                    "exit_code": None,
-                    "reason": None,
-                    "message": f"cleared by {who.name}",
-                    "executor_ref": None,
-                },
-            )
+    try:
+        cleared = await clear_finished_run(
+            store, run, tis, spec, names, target=task_id, by=who.name, epoch=None
         )
-    # Task instances first, then the run: a scheduler never sees a running run whose
-    # tasks are all still finished (it would finish the run again at once).
-    results = await store.transition_tasks(changes, epoch=None)
-    if not results or not results[0]:
-        raise HTTPException(409, f"task {task_id!r} changed meanwhile; nothing was cleared")
-    cleared = [ti.task_id for ti, ok in zip(chosen, results, strict=True) if ok]
-    if not await store.transition_run(
-        run.pk,
-        run.state,
-        RunState.RUNNING,
-        epoch=None,
-        ended_at=None,
-        message=f"tasks cleared by {who.name}: {', '.join(cleared)}",
-    ):
-        current = await run_or_404(store, dag_id, run_id)
-        if current.state is not RunState.RUNNING:
-            raise HTTPException(409, f"run {run_id!r} changed meanwhile ({current.state.value})")
+    except ClearLost as exc:
+        raise HTTPException(409, str(exc)) from exc
     ctx.changed()
     return ClearResult(cleared=cleared, run=run_out(await run_or_404(store, dag_id, run_id)))
 

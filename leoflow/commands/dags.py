@@ -108,6 +108,29 @@ def cmd_next(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------- over the API
 
 
+def _resolved(args: argparse.Namespace, path: Path, data: bytes) -> tuple[bytes, str] | None:
+    """The document to send, and what to say of its dbt nodes; None after printing why not.
+
+    A ``dbt:`` section is resolved here against the project on disk (the API has none).
+    """
+    from leoflow.commands.dbt_apply import DagFileError, resolve
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data, ""  # the API says so, like for any file
+    try:
+        resolved = resolve(path, text, settings_of(args).home / "dbt-cache")
+    except DagFileError as exc:
+        print(exc, file=sys.stderr)
+        return None
+    if resolved.resolution is None:
+        return data, ""
+    r = resolved.resolution
+    note = f", {r.nodes} from dbt project {r.project} (manifest {r.manifest_sha256[:12]})"
+    return resolved.text.encode(), note
+
+
 @api_command
 def cmd_apply(args: argparse.Namespace) -> int:
     failed = 0
@@ -116,11 +139,16 @@ def cmd_apply(args: argparse.Namespace) -> int:
         for file in args.files:
             path = Path(file)
             try:
-                text = path.read_bytes()
+                data = path.read_bytes()
             except OSError as exc:
                 print(f"{path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
                 failed += 1
                 continue
+            resolved = _resolved(args, path, data)
+            if resolved is None:
+                failed += 1
+                continue
+            text, note = resolved
             response = call(
                 session,
                 "POST",
@@ -134,22 +162,22 @@ def cmd_apply(args: argparse.Namespace) -> int:
             results.append(body)
             if response.status_code == 422:
                 failed += 1
-                _print_problems(path, body["detail"]["problems"])
+                # A resolved document is not the file: its line numbers would mislead.
+                _print_problems(path, body["detail"]["problems"], lines=not note)
             elif not args.json:
                 what = (
                     "created" if body["created"] else "changed" if body["changed"] else "unchanged"
                 )
-                print(
-                    printable(f"{body['dag_id']}: {what} ({body['task_count']} tasks) from {path}")
-                )
+                count = f"{body['task_count']} tasks{note}"
+                print(printable(f"{body['dag_id']}: {what} ({count}) from {path}"))
     if args.json:
         print_json(results)
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _print_problems(path: Path, problems: list[dict[str, Any]]) -> None:
+def _print_problems(path: Path, problems: list[dict[str, Any]], *, lines: bool = True) -> None:
     for problem in problems:
-        where = f"{path}:{problem['line']}" if problem["line"] else str(path)
+        where = f"{path}:{problem['line']}" if problem["line"] and lines else str(path)
         field = f"{problem['field']}: " if problem["field"] else ""
         print(printable(f"{where}: {field}{problem['message']}"), file=sys.stderr)
 
@@ -220,7 +248,12 @@ def add_parser(sub: Any) -> None:
     nxt.add_argument("--after", help="ISO 8601 time to count from (default now; naive is UTC)")
     nxt.set_defaults(func=cmd_next)
 
-    p = api_parser(dags, "apply", "send DAG files to the API (validated there; admin)", cmd_apply)
+    p = api_parser(
+        dags,
+        "apply",
+        "send DAG files to the API (validated there; a dbt: section is read here; admin)",
+        cmd_apply,
+    )
     p.add_argument("files", nargs="+", metavar="FILE")
     api_parser(dags, "list", "DAGs the API knows, and files that failed to load", cmd_list)
     for name, paused in (("pause", True), ("unpause", False)):

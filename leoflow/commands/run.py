@@ -65,10 +65,17 @@ async def _load_and_run(
     from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.runtime.dagfolder import announce_ignored
     from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
+    from leoflow.secrets import DirectorySecrets
 
     settled()  # the run's imports are done (see agent.startup_gc)
+    secrets = DirectorySecrets(settings.resolved_secrets_dir)
+    in_pods = executor == "kubernetes"
     options = load_options(
-        executor, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
+        executor,
+        settings.task_pod_passthrough,
+        dbt=expander(settings.home / "dbt-cache", in_pods=in_pods),
+        known_secrets=secrets.names(),
+        secrets_where=secrets.describe(),
     )
     loaded = load_target(args.target, Path(args.dags) if args.dags else None, options)
     if loaded is None:

@@ -94,9 +94,19 @@ def cmd_clear(args: argparse.Namespace) -> int:
         f"/api/v1/dags/{url(args.dag_id)}/runs/{url(args.run_id)}/tasks/{url(args.task_id)}/clear"
     )
     with client(args) as session:
-        data = call(session, "POST", path, params={"downstream": args.downstream}).json()
+        data = call(
+            session, "POST", path, ok=(200, 202), params={"downstream": args.downstream}
+        ).json()
     if args.json:
         print_json(data)
+    elif data.get("pending"):
+        print(
+            printable(
+                f"clear of {', '.join(data['cleared'])} requested (request "
+                f"{data['request_id']}); the scheduler stops their live tries and runs them "
+                f"again in run {data['run']['run_id']}"
+            )
+        )
     else:
         print(
             printable(
@@ -123,7 +133,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("run_id", metavar="RUN")
 
     p = api_parser(
-        sub, "clear", "re-run a finished task instance of a finished run (operator)", cmd_clear
+        sub,
+        "clear",
+        "re-run a task instance: of a finished run at once, of a running run by stopping "
+        "its live try (operator)",
+        cmd_clear,
     )
     p.add_argument("dag_id", metavar="DAG")
     p.add_argument("run_id", metavar="RUN")

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from leoflow.dagfile.notify_secrets import missing_webhook_secrets
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
@@ -59,6 +60,10 @@ class LoadOptions:
     passthrough: Collection[str] | None = None
     # Reads a ``dbt:`` section's project (leoflow.dbt.project.expander); None refuses one.
     dbt: DbtExpander | None = None
+    # The secret names a ``notify:`` webhook may use, and where they live (for the
+    # error); None: not checked (the secrets are where this process cannot see them).
+    known_secrets: Collection[str] | None = None
+    secrets_where: str = "the secrets backend"
 
 
 def load_options(
@@ -67,6 +72,8 @@ def load_options(
     *,
     known_pools: Collection[str] | None = None,
     dbt: DbtExpander | None = None,
+    known_secrets: Collection[str] | None = None,
+    secrets_where: str = "the secrets backend",
 ) -> LoadOptions:
     """The one rule for the options a DAG is loaded with, for every way in (a folder,
     ``leoflow run``, the API): ``passthrough`` (which pod fields a task may set)
@@ -75,6 +82,8 @@ def load_options(
         known_pools=known_pools,
         passthrough=task_pod_passthrough if executor == "kubernetes" else None,
         dbt=dbt,
+        known_secrets=known_secrets,
+        secrets_where=secrets_where,
     )
 
 
@@ -293,6 +302,8 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
         raise DagFileError(path, problems)
 
     semantic = _semantic_problems(spec, options)
+    if options.known_secrets is not None:
+        semantic += missing_webhook_secrets(spec, raw, options.known_secrets, options.secrets_where)
     if semantic:
         raise DagFileError(path, [problem(loc, message) for loc, message in semantic])
     return spec

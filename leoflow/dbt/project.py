@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leoflow.dbt.image import image_paths
 from leoflow.domain.dbt import Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtExpander, DbtRequest
 
@@ -261,8 +262,13 @@ def _resolve(base: Path, value: str) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
-def expander(cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR) -> DbtExpander:
-    """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here."""
+def expander(
+    cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR, *, in_pods: bool = False
+) -> DbtExpander:
+    """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here.
+
+    ``in_pods``: the tasks run as pods, so their commands name the project where the
+    DAG image holds it (``dbt.image_dir``, leoflow/dbt/image.py)."""
     cache = cache_dir or default_cache_dir()
 
     def run(request: DbtRequest) -> Expansion:
@@ -290,6 +296,8 @@ def expander(cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR) -> D
             scratch_dir=scratch_dir,
             partial_parse=partial_parse_file(project, cache),
         )
+        if in_pods:
+            paths, executable = image_paths(spec, paths, executable)
         resolved = spec.model_copy(update={"executable": executable})
         return expand(
             resolved,

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
+from leoflow.domain.dbt_resolved import DbtResolution
 
 TASK_PREFIX = "dbt."
 TESTS_TASK = "dbt.tests"
@@ -55,6 +56,12 @@ class DbtSpec(BaseModel):
     defaults: dict[str, Any] = Field(default_factory=dict)
     executable: str = "dbt"
     batch: Literal["none"] = "none"
+    # The DAG file's folder inside the DAG image, for tasks run as pods
+    # (leoflow/dbt/image.py); None: the same path as where the file is loaded.
+    image_dir: str | None = None
+    # Set by ``leoflow dags apply`` (leoflow/domain/dbt_resolved.py): the nodes are
+    # already tasks of the document, and this says which manifest they came from.
+    resolved: DbtResolution | None = None
 
     @field_validator("select", "exclude", mode="before")
     @classmethod
@@ -78,6 +85,13 @@ class DbtSpec(BaseModel):
             raise ValueError("must not be empty")
         return value
 
+    @field_validator("image_dir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"expected an absolute path inside the DAG image, got {value!r}")
+        return value
+
 
 Loc = tuple[str, ...]
 
@@ -88,6 +102,8 @@ class Expansion:
 
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[tuple[Loc, str]] = field(default_factory=list)
+    # The manifest expanded, for a caller that records where the tasks came from.
+    manifest: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -212,7 +228,7 @@ def expand(
     ordinary_tasks: Iterable[str] = (),
 ) -> Expansion:
     """The tasks a manifest becomes under ``spec``; problems name their field path."""
-    out = Expansion()
+    out = Expansion(manifest=manifest)
     graph = Graph(manifest)
     ordinary = set(ordinary_tasks)
     runnable_all = {

@@ -2,7 +2,9 @@
 
 The loader hands the section to an expander the caller wires in (``LoadOptions.dbt``):
 reading the project and its manifest is I/O, so it lives in ``leoflow/dbt/``, not here.
-A loader without one (a DAG uploaded through the API has no project beside it) says so.
+A loader without one (a DAG uploaded through the API has no project beside it) says so,
+unless ``leoflow dags apply`` resolved the section already (``dbt.resolved``): then its
+tasks are in the document and nothing is expanded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pydantic import ValidationError
 
 from leoflow.domain.dag import TaskFields
 from leoflow.domain.dbt import DbtSpec, Expansion
+from leoflow.domain.dbt_resolved import resolution_problems
 
 Loc = tuple[str, ...]
 
@@ -74,12 +77,18 @@ def section_tasks(
     except ValidationError as exc:
         out.problems.extend(_errors(exc, ("dbt", "defaults")))
         return out
+    if spec.resolved is not None:  # its tasks are in the document already
+        out.problems.extend(
+            _problem(loc, message) for loc, message in resolution_problems(spec.resolved, ordinary)
+        )
+        return out
     if expander is None:
         out.problems.append(
             _problem(
                 ("dbt",),
-                "a dbt section needs its project on disk beside the DAG file; load it from "
-                "the DAG folder (leoflow lite, run, dags validate), not through the API",
+                "a dbt section needs its project on disk, which the API does not have: "
+                "send the DAG file with `leoflow dags apply FILE`, which reads the project "
+                "beside it and sends the tasks its dbt nodes become (dbt.resolved)",
             )
         )
         return out

@@ -21,6 +21,8 @@ class EndReason(StrEnum):
     # Its process, pod or agent went away without reporting, or its scheduler stopped.
     LOST = "lost"
     CANCELLED = "cancelled"
+    # Cleared while live (queued or running): stopped, and the task runs again.
+    CLEARED = "cleared"
     LAUNCH_FAILED = "launch_failed"
     IMAGE_PULL = "image_pull"
     PENDING_TIMEOUT = "pending_timeout"

@@ -51,9 +51,12 @@ TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     _T.NONE: frozenset({_T.SCHEDULED, _T.UPSTREAM_FAILED, _T.SKIPPED, _T.FAILED}),
     _T.SCHEDULED: frozenset({_T.QUEUED, _T.UPSTREAM_FAILED, _T.SKIPPED, _T.FAILED, _T.NONE}),
     # queued -> up_for_retry/failed: the launch failed or the pod never started.
-    _T.QUEUED: frozenset({_T.RUNNING, _T.SUCCESS, _T.FAILED, _T.UP_FOR_RETRY, _T.SCHEDULED}),
-    _T.RUNNING: frozenset({_T.SUCCESS, _T.FAILED, _T.UP_FOR_RETRY}),
-    _T.UP_FOR_RETRY: frozenset({_T.SCHEDULED, _T.FAILED, _T.UPSTREAM_FAILED}),
+    # -> none: cleared while live or waiting for a retry (the scheduler stops the try).
+    _T.QUEUED: frozenset(
+        {_T.RUNNING, _T.SUCCESS, _T.FAILED, _T.UP_FOR_RETRY, _T.SCHEDULED, _T.NONE}
+    ),
+    _T.RUNNING: frozenset({_T.SUCCESS, _T.FAILED, _T.UP_FOR_RETRY, _T.NONE}),
+    _T.UP_FOR_RETRY: frozenset({_T.SCHEDULED, _T.FAILED, _T.UPSTREAM_FAILED, _T.NONE}),
     # Clearing a finished task instance re-runs it.
     _T.SUCCESS: frozenset({_T.NONE}),
     _T.FAILED: frozenset({_T.NONE}),

@@ -73,10 +73,20 @@ class DagFolderWatcher:
     and in the store: nothing stored is lost or changed by a bad file.
     """
 
-    def __init__(self, folder: Path, options: LoadOptions, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        options: LoadOptions,
+        say: Callable[[str], None],
+        *,
+        secret_names: Callable[[], set[str]] | None = None,
+    ) -> None:
         self.folder = folder
         self.options = options
         self.say = say
+        # The secrets a notify: webhook may name (None: not checked), listed each pass
+        # like the pools: creating the missing secret makes the file load untouched.
+        self._secret_names = secret_names
         self._fingerprint: tuple[object, ...] = ()
         self._errors: dict[str, str] = {}
         self.good: dict[str, LoadedDag] = {}
@@ -101,12 +111,19 @@ class DagFolderWatcher:
         pools = tuple(sorted(p.name for p in await store.list_pools()))
         # Off the loop: a dbt project's load may run `dbt parse` for seconds, and a
         # blocked loop misses its lease renewals and steps the scheduler down.
-        fingerprint = (*await asyncio.to_thread(self._scan), ("pools", pools))
+        secrets = None
+        if self._secret_names is not None:
+            secrets = tuple(sorted(await asyncio.to_thread(self._secret_names)))
+        fingerprint = (*await asyncio.to_thread(self._scan), ("pools", pools), secrets)
         if fingerprint == self._fingerprint:
             return False
         self._fingerprint = fingerprint
         options = LoadOptions(
-            known_pools=set(pools), passthrough=self.options.passthrough, dbt=self.options.dbt
+            known_pools=set(pools),
+            passthrough=self.options.passthrough,
+            dbt=self.options.dbt,
+            known_secrets=secrets,
+            secrets_where=self.options.secrets_where,
         )
         result = await asyncio.to_thread(load_dag_folder, self.folder, options)
         errors = {str(err.path): str(err) for err in result.errors}

@@ -22,6 +22,7 @@ from leoflow.runtime.assembly import Closer, Runtime, open_runtime
 from leoflow.runtime.dagfolder import DagFolderWatcher, record_dag, sync_dag_folder
 from leoflow.runtime.lease import StartupError
 from leoflow.scheduler.mirror import TaskMirror
+from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreError
 from leoflow.store.rows import RunRow, TaskChange
@@ -131,10 +132,15 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    secrets = DirectorySecrets(settings.resolved_secrets_dir)
+    in_pods = executor_name == "kubernetes"
     options = load_options(
-        executor_name, settings.task_pod_passthrough, dbt=expander(settings.home / "dbt-cache")
+        executor_name,
+        settings.task_pod_passthrough,
+        dbt=expander(settings.home / "dbt-cache", in_pods=in_pods),
+        secrets_where=secrets.describe(),
     )
-    watcher = DagFolderWatcher(folder, options, say)
+    watcher = DagFolderWatcher(folder, options, say, secret_names=secrets.names)
     try:
         await sync_dag_folder(watcher, runtime.store, runtime.scheduler)
         await runtime.scheduler.start()

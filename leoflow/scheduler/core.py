@@ -38,7 +38,8 @@ from leoflow.domain.states import RUN_TERMINAL
 from leoflow.scheduler import metrics
 from leoflow.scheduler.backfills import BackfillDriver
 from leoflow.scheduler.batch import Batch
-from leoflow.scheduler.book import Book, RunHook, TaskHook
+from leoflow.scheduler.book import LIVE, Book, RunHook, TaskHook
+from leoflow.scheduler.clears import ClearDesk
 from leoflow.scheduler.commit import GroupCommit
 from leoflow.scheduler.config import (
     LOCAL_RUN_TYPE,
@@ -122,6 +123,14 @@ class Scheduler:
             epoch=epoch,
             ticket_ttl=config.ticket_ttl,
             clock=clock,
+            reload_run=self._follower.reload_run,
+        )
+        self._clears = ClearDesk(
+            store,
+            self.book,
+            epoch=epoch,
+            clock=clock,
+            cancel=self._cancel,
             reload_run=self._follower.reload_run,
         )
         self._steps = Transitions(self.book, uses_agent=executor.uses_agent)
@@ -292,7 +301,7 @@ class Scheduler:
         A try that is not current any more (its run was cancelled, it was retried)
         stops; cancelling a single try is done by ending its run."""
         ti = self.book.by_pk.get(ti_pk)
-        if ti is None or ti.try_number != try_number:
+        if ti is None or ti.try_number != try_number or ti.state not in LIVE:
             return "this try is no longer current"
         ti.heartbeat_at = self._clock()
         return None
@@ -385,13 +394,15 @@ class Scheduler:
 
     async def _poll_store(self) -> None:
         """Follow what other processes wrote: DAG definitions and pools, due cron runs,
-        new runs (API triggers, cleared runs), runs that ended under us (API cancels)."""
+        new runs (API triggers, cleared runs), runs that ended under us (API cancels),
+        then the clear requests the API recorded for running runs."""
         if self.config.solo:
             return
         await self._follower.sync_definitions()
         await self._creation.create_due_runs()
         await self._backfills.advance()
         await self._follower.follow_runs()
+        await self._clears.apply_pending()
 
     # ------------------------------------------------------------ side effects
 

@@ -33,6 +33,18 @@ class DirectorySecrets:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
+    def names(self) -> set[str]:
+        """The secret names the directory holds now (none if it is missing): what a DAG's
+        ``notify:`` is checked against when it loads. Blocking; a listing, no values."""
+        try:
+            entries = list(self.path.iterdir())
+        except OSError:
+            return set()
+        return {e.name for e in entries if valid_secret_name(e.name) and e.is_file()}
+
+    def describe(self) -> str:
+        return f"the secrets directory {self.path} (LEOFLOW_SECRETS_DIR)"
+
     async def get(self, name: str) -> str | None:
         if not valid_secret_name(name):
             return None

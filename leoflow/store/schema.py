@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0006"
 VERSION_TABLE = "alembic_version"
 
 # SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.
@@ -193,4 +193,28 @@ backfill_points = sa.Table(
     ),
     sa.Column("logical_date", Time, primary_key=True, autoincrement=False),
     sa.Column("run_pk", sa.BigInteger, nullable=True),
+)
+
+# Clear requests (migration 0006): the API records "clear this task (and what is
+# below it)" for a run the scheduler is driving; the leading scheduler applies it
+# to its book and the store together, then stamps ``applied_at`` and ``outcome``.
+clear_requests = sa.Table(
+    "clear_requests",
+    metadata,
+    sa.Column("pk", PK, primary_key=True, autoincrement=True),
+    sa.Column(
+        "run_pk",
+        PK,
+        sa.ForeignKey("dag_runs.pk", ondelete="CASCADE", name="fk_clear_requests_run_pk"),
+        nullable=False,
+    ),
+    sa.Column("task_id", sa.Text, nullable=False),
+    sa.Column("downstream", sa.Boolean, nullable=False),
+    sa.Column("requested_by", sa.Text, nullable=False),
+    sa.Column("requested_at", Time, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("applied_at", Time, nullable=True),
+    sa.Column("outcome", sa.Text, nullable=True),
+    sa.Index("ix_clear_requests_applied_at", "applied_at"),
+    sqlite_autoincrement=True,
 )

@@ -152,3 +152,24 @@ def test_a_temp_dir_too_long_for_a_unix_socket_runs_on_the_usual_endpoint(
     assert done.returncode == 0, done.stderr + done.stdout
     assert _row(done.stdout.split("\n\n")[-2], "only")[1:3] == ["success", "1"]
     assert list(scratch.iterdir()) == []
+
+
+def test_run_rejects_a_missing_webhook_secret_before_starting(
+    leoflow: Leoflow, tmp_path: Path
+) -> None:
+    dag = tmp_path / "alerting.yaml"
+    dag.write_text(
+        "dag_id: alerting\n"
+        "tasks:\n"
+        "  t:\n"
+        "    command: echo never\n"
+        "    notify:\n"
+        "      - {events: [failure], webhook_secret: slack_url}\n"
+    )
+    done = leoflow("run", str(dag))
+    assert done.returncode == 1
+    assert (
+        f"{dag}:6: tasks.t.notify.0.webhook_secret: webhook secret 'slack_url' does not exist "
+        "in the secrets directory"
+    ) in done.stderr
+    assert "never" not in done.stdout

@@ -168,9 +168,11 @@ async def _clear(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, A
         _need(b.task_id, "task_id"),
         ctx,
         s.principal,
+        Response(),
         downstream=b.downstream,
     )
-    return {"cleared": out.cleared}
+    # pending: a running run's clear, which the scheduler applies on its next poll.
+    return {"cleared": out.cleared, **({"pending": True} if out.pending else {})}
 
 
 async def _pool_create(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:

@@ -208,6 +208,9 @@ async def run_view(ctx: ApiContext, dag_id: str, run_id: str, after: int | None)
         "after": after,
         "spec": spec,
         "run_over": run.state in RUN_TERMINAL,
+        # A running run's tasks can be cleared in any state: the scheduler stops a
+        # live try and runs the task again (the API answers 202, pending).
+        "run_live": run.state is RunState.RUNNING,
         "terminal": TASK_TERMINAL,
         "counts": Counter(ti.state.value for ti in tis),
     }
@@ -243,5 +246,8 @@ async def task_view(
         "pod": pod_of(ti),
         "pro": ctx.settings.executor == "kubernetes",
         "run_over": run.state in RUN_TERMINAL,
+        # A running run's tasks can be cleared in any state: the scheduler stops a
+        # live try and runs the task again (the API answers 202, pending).
+        "run_live": run.state is RunState.RUNNING,
         "terminal": TASK_TERMINAL,
     }

@@ -14,6 +14,7 @@ import pytest
 from leoflow.api.app import create_app
 from leoflow.api.server import RunningApi, start_server
 from leoflow.store import Store
+from leoflow.store.clears import pending_clears
 from tests.integration.api.conftest import DAG_YAML, TOKENS, make_auth, make_settings
 from tests.integration.api.seed import seed
 
@@ -100,6 +101,13 @@ async def test_clear_pools_logs_and_errors(live: RunningApi, store: Store) -> No
         live, "clear", "etl", "r", "transform", "--downstream", role="operator"
     )
     assert (code, out.strip()) == (0, "cleared load, transform; run r is running")
+    # The run is running now: a clear is a request the scheduler applies.
+    code, out, _ = await cli(live, "clear", "etl", "r", "extract", "--downstream", role="operator")
+    assert code == 0 and out.startswith("clear of extract, load, transform requested (request 1)")
+    pending = await pending_clears(store)
+    assert [(r.task_id, r.downstream, r.requested_by) for r in pending] == [
+        ("extract", True, "operator")
+    ]
 
     code, out, _ = await cli(live, "pools", "set", "gpu", "7", "--description", "GPUs")
     assert (code, out.strip()) == (0, "pool gpu: 7 slots (0 occupied)")

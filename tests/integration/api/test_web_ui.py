@@ -15,11 +15,11 @@ from fastapi import FastAPI
 from leoflow.api.app import create_app
 from leoflow.api.auth import Auth
 from leoflow.api.ui import waiting
-from leoflow.domain.states import TaskState
+from leoflow.domain.states import RunState, TaskState
 from leoflow.settings import Settings
 from leoflow.store import Store
 from tests.integration.api.conftest import TOKENS, make_auth
-from tests.integration.api.seed import move, seed, snapshot
+from tests.integration.api.seed import SEEDS, move, seed, snapshot
 
 BASE = "http://localhost"
 SAME = {"Origin": BASE, "Content-Type": "application/json"}
@@ -270,3 +270,28 @@ async def test_waiting_classifies_a_bounded_number_and_counts_the_rest(
     assert page.count('<span class="count">1</span> scheduled, behind the first 2') == 1
     assert "DAG etl: max_active_runs" in page
     assert "4 waiting in" in page
+
+
+async def test_a_running_run_offers_clear_and_the_answer_says_it_is_pending(
+    ui: httpx.AsyncClient, store: Store
+) -> None:
+    run = await store.create_run(
+        "etl", "live", run_type="manual", logical_date=None, conf={}, tasks=SEEDS, epoch=None
+    )
+    await store.transition_run(run.pk, RunState.QUEUED, RunState.RUNNING, epoch=None)
+    tis = {t.task_id: t for t in await store.list_task_instances(run_pk=run.pk)}
+    await move(store, tis["extract"].pk, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING)
+    csrf = await _login(ui, "operator")
+    page = (await ui.get("/dags/etl/runs/live")).text
+    assert 'id="clear-extract"' in page  # a running task of a running run
+    task = (await ui.get("/dags/etl/runs/live/tasks/extract")).text
+    assert 'id="clear-task"' in task
+    r = await ui.post(
+        "/ui/actions/clear",
+        json={"dag_id": "etl", "run_id": "live", "task_id": "extract", "downstream": False},
+        headers={**SAME, "X-CSRF-Token": csrf},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json() == {"cleared": ["extract"], "pending": True}
+    # Recorded for the scheduler, not applied here: the try is still running.
+    assert (await store.get_task_instance(tis["extract"].pk)).state is TaskState.RUNNING  # type: ignore[union-attr]

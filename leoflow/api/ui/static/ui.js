@@ -57,7 +57,9 @@
     pause: () => "Paused.",
     unpause: () => "Unpaused.",
     cancel: () => "Run cancelled.",
-    clear: (d) => "Cleared " + d.cleared.join(", ") + ": it runs again.",
+    clear: (d) => d.pending
+      ? "Clear of " + d.cleared.join(", ") + " requested: the scheduler stops a running try and runs it again."
+      : "Cleared " + d.cleared.join(", ") + ": it runs again.",
     backfill_cancel: (d) => "Backfill #" + d.pk + " cancelled.",
   };
 
