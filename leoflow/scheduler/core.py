@@ -153,6 +153,7 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
+        self._store_marker: int | None = None  # store.changes at the last full poll
         self._stopping = False
         self.failure: BaseException | None = None
         # The tries that were live when stop() began: their processes are killed, and
@@ -339,13 +340,8 @@ class Scheduler:
     async def _tick(self) -> None:
         now = self._clock()
         # Read the store while the book still equals what is committed: between
-        # here and the flush below the book runs ahead of the store. With events
-        # waiting, the poll waits until their launches are out (after the flush, the
-        # book equals the store again): a finished task's downstream pod is not held
-        # up by the poll's reads (benchmarks/bench_pro_scale.py).
-        poll = now - self._last_poll >= self.config.poll_interval
-        if poll and not self._events:
-            poll = False
+        # here and the flush below the book runs ahead of the store.
+        if now - self._last_poll >= self.config.poll_interval:
             self._last_poll = now
             await self._poll_store()
         await self._deadlines.check(now)
@@ -364,11 +360,11 @@ class Scheduler:
                 self._steps.apply(item.event, batch)
         self._timers.fire(now, batch)
         self._creation.start_runs(now, batch)
-        for run in list(self.book.runs.values()):
-            if run.dirty:
-                self._steps.advance(run, now, batch)
+        advanced = self.book.take_dirty()  # the runs that changed, not every run
+        for run in advanced:
+            self._steps.advance(run, now, batch)
         self._steps.admit(now, batch)
-        self._steps.finish_runs(now, batch)
+        self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
         try:
             await self._commit.flush(batch)
@@ -387,10 +383,6 @@ class Scheduler:
             self._cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:
             self._resolve_waiters(run)
-        if poll:
-            self._last_poll = now
-            await self._poll_store()
-            self._wakeup.set()  # what it found is applied by the next tick
 
     async def _poll_store(self) -> None:
         """Follow what other processes wrote: DAG definitions and pools, due cron runs,
@@ -398,11 +390,16 @@ class Scheduler:
         then the clear requests the API recorded for running runs."""
         if self.config.solo:
             return
+        marker = self.store.changes.marker()  # before the reads it vouches for
+        if marker is not None and marker == self._store_marker:
+            await self._creation.create_due_runs()  # nothing was written: only the clock moved
+            return
         await self._follower.sync_definitions()
         await self._creation.create_due_runs()
         await self._backfills.advance()
         await self._follower.follow_runs()
         await self._clears.apply_pending()
+        self._store_marker = marker
 
     # ------------------------------------------------------------ side effects
 
