@@ -153,7 +153,6 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
-        self._store_marker: int | None = None  # store.changes at the last full poll
         self._stopping = False
         self.failure: BaseException | None = None
         # The tries that were live when stop() began: their processes are killed, and
@@ -360,11 +359,11 @@ class Scheduler:
                 self._steps.apply(item.event, batch)
         self._timers.fire(now, batch)
         self._creation.start_runs(now, batch)
-        advanced = self.book.take_dirty()  # the runs that changed, not every run
-        for run in advanced:
-            self._steps.advance(run, now, batch)
+        for run in list(self.book.runs.values()):
+            if run.dirty:
+                self._steps.advance(run, now, batch)
         self._steps.admit(now, batch)
-        self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
+        self._steps.finish_runs(now, batch)
         deliveries = self.notifications.collect(batch, self.book.runs, now)
         try:
             await self._commit.flush(batch)
@@ -390,16 +389,11 @@ class Scheduler:
         then the clear requests the API recorded for running runs."""
         if self.config.solo:
             return
-        marker = self.store.changes.marker()  # before the reads it vouches for
-        if marker is not None and marker == self._store_marker:
-            await self._creation.create_due_runs()  # nothing was written: only the clock moved
-            return
         await self._follower.sync_definitions()
         await self._creation.create_due_runs()
         await self._backfills.advance()
         await self._follower.follow_runs()
         await self._clears.apply_pending()
-        self._store_marker = marker
 
     # ------------------------------------------------------------ side effects
 
