@@ -55,19 +55,15 @@ def small_yaml(runs: int) -> str:
 async def _drive(dag_file: Path, runs: int, executor: str) -> dict[str, Any]:
     from leoflow.dagfile.loader import LoadOptions, load_dag_file
     from leoflow.domain.states import RUN_TERMINAL
+    from leoflow.runtime.assembly import open_runtime
+    from leoflow.runtime.dagfolder import record_dag
     from leoflow.settings import load_settings
-
-    try:  # the entry floor is moving into leoflow/runtime/
-        from leoflow.lite import open_runtime, record_dag
-    except ImportError:  # pragma: no cover - after the move
-        from leoflow.runtime.lite import open_runtime, record_dag  # type: ignore[no-redef]
 
     settings = load_settings()
     loaded = load_dag_file(dag_file, LoadOptions())
     runtime = await open_runtime(settings, executor, solo=True)
     try:
-        await record_dag(runtime.store, loaded)
-        runtime.scheduler.register_dags({loaded.spec.dag_id: loaded.spec})
+        await record_dag(runtime.store, loaded)  # trigger() learns it from the store
         await runtime.scheduler.start()
         cpu0 = time.process_time()
         t0 = time.perf_counter()

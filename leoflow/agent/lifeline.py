@@ -10,14 +10,29 @@ The request is made in the child between fork and exec (``preexec_fn``), after a
 setuid/setgid: a change of credentials clears it. It names the parent *thread*, so
 children must be started from a thread that lives as long as the process (the event
 loop's). Linux only; elsewhere ``parent_death_hook`` returns None.
+
+``lifeline`` prefers util-linux's ``setpriv --pdeathsig KILL`` in front of the command
+to the hook: a ``preexec_fn`` makes CPython fork instead of vfork and run Python in
+the child, whose refcount writes copy pages of the whole agent. 200 spawns of
+``true`` from an agent-sized process, here: 2.0-2.2 ms of the agent's own CPU per
+spawn with the hook, 0.8-1.0 ms with setpriv (3.3 ms wall with neither, 6.5 with
+the hook, 5.1 with setpriv: setpriv's own exec is the difference). The hook stays
+where setpriv is missing or cannot take over: a program that is not found (so the
+agent's own "command not found" sentence stays), or a task user to switch to (setpriv
+would run as that user, and a permission error would read as the command's own exit).
+setpriv does not re-check the parent after its request as the hook does: an agent
+killed in that microsecond leaves the command to whoever watches the agent.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import signal
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 _PR_SET_PDEATHSIG = 1
 
@@ -40,3 +55,49 @@ def parent_death_hook(signum: int = signal.SIGKILL) -> Callable[[], None] | None
             os.kill(os.getpid(), signum)
 
     return hook
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """setpriv's path if it exists and takes ``--pdeathsig`` (util-linux 2.33+)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        probe = subprocess.run(
+            [path, "--pdeathsig", "KILL", "--", path, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if probe.returncode == 0 else None
+
+
+def _found(program: str, env: Mapping[str, str], cwd: str | None) -> bool:
+    if os.sep in program:
+        where = program if os.path.isabs(program) else os.path.join(cwd or os.getcwd(), program)
+        return os.path.isfile(where) and os.access(where, os.X_OK)
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+
+
+def lifeline(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    cwd: str | None = None,
+    switches_user: bool = False,
+) -> tuple[list[str], Callable[[], None] | None]:
+    """The argv to start and the ``preexec_fn`` to pass, so that the command gets
+    SIGKILL when this process dies: setpriv in front where it can stand in for the
+    hook (see the module docstring), else the hook."""
+    command = list(argv)
+    setpriv = None if switches_user or not command else _setpriv()
+    if setpriv is not None and _found(command[0], env, cwd):
+        return [setpriv, "--pdeathsig", "KILL", "--", *command], None
+    return command, parent_death_hook()

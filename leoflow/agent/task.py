@@ -18,7 +18,7 @@ from typing import Any
 from leoflow.agent.child import ChildProtocol
 from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import task_environment
-from leoflow.agent.lifeline import parent_death_hook
+from leoflow.agent.lifeline import lifeline
 from leoflow.agent.logship import LogShipper
 from leoflow.agent.outcome import (
     EXIT_CANNOT_EXECUTE,
@@ -38,6 +38,7 @@ from leoflow.agent.outcome import (
     take_reason,
     warn,
 )
+from leoflow.agent.outputs import TaskFiles
 from leoflow.agent.supervisor import Heartbeats, Supervisor
 from leoflow.protocol.agent_v1 import pb
 
@@ -81,6 +82,7 @@ class TaskRun:
         self._kill_timer: asyncio.TimerHandle | None = None
         self._escalate = False
         self.reason_path = ""
+        self.files: TaskFiles | None = None
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -180,6 +182,8 @@ class TaskRun:
             self.sup.runs.discard(self)
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
+            if self.files is not None:
+                self.files.remove()
 
     async def _run_command(self, spec: Any) -> int:
         secrets: dict[str, str] = {}
@@ -195,6 +199,14 @@ class TaskRun:
                 )
             secrets[secret_env_name(name)] = resolved.value
         env = task_environment(self.sup.base_env, spec.env, secrets)
+        if spec.output_limit_bytes > 0 or spec.inputs:
+            self.files = TaskFiles(spec.inputs, spec.output_limit_bytes, self.sup.task_user)
+            try:
+                env.update(self.files.prepare())
+            except OSError as exc:
+                return await self._fail_before_start(
+                    EXIT_SETUP_FAILED, f"the task's input/output directory could not be made: {exc}"
+                )
         if not spec.argv:
             return await self._fail_before_start(EXIT_SETUP_FAILED, "the task has no command")
         stopped = self.cancel_reason or (
@@ -214,17 +226,20 @@ class TaskRun:
         # A command may say why it failed in a line of its own (the dbt wrapper does).
         self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = reason_path()
         oom_before = self.sup.sample_oom(self)
+        argv, hook = lifeline(
+            own_program(list(spec.argv)), env, cwd=spec.cwd or None, switches_user=bool(as_user)
+        )
         try:
             transport, proto = await loop.subprocess_exec(
                 lambda: ChildProtocol(shipper),
-                *own_program(list(spec.argv)),
+                *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=env,
                 cwd=spec.cwd or None,
                 process_group=0,
-                preexec_fn=parent_death_hook(),
+                preexec_fn=hook,
                 **as_user,
             )
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
@@ -292,7 +307,21 @@ class TaskRun:
                 message = f"the agent received {signal_name(self.forwarded)} and forwarded it; " + (
                     message or "the command exited with code 0"
                 )
-        await self._report(exit_code, message, oom_killed=oom, signum=signum)
+        output, output_error = None, ""
+        ended_well = not (oom or self.timed_out or self.cancel_reason or exit_code)
+        if ended_well and self.files is not None:
+            output, output_error = self.files.take_output()
+            if output_error:
+                message = output_error
+                warn(f"{self.label}: {output_error}")
+        await self._report(
+            exit_code,
+            message,
+            oom_killed=oom,
+            signum=signum,
+            output=output,
+            output_error=output_error,
+        )
         return exit_code
 
     async def _fail_before_start(self, exit_code: int, message: str) -> int:
@@ -308,6 +337,8 @@ class TaskRun:
         oom_killed: bool = False,
         signum: int = 0,
         not_started: bool = False,
+        output: str | None = None,
+        output_error: str = "",
     ) -> None:
         request = pb.CompleteRequest(
             exit_code=exit_code,
@@ -316,6 +347,8 @@ class TaskRun:
             signal=signum,
             message=message,
             not_started=not_started,
+            output=output,
+            output_error=output_error,
         )
         try:
             await self.sup.channel.call("complete", request, self.token)

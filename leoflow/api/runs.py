@@ -15,6 +15,7 @@ from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, run_or_404, spec_of
 from leoflow.api.schemas import ErrorOut, RunOut, RunPage, TriggerIn, run_out
+from leoflow.domain.dbt_run_select import RunSelectionError, run_tasks
 from leoflow.domain.states import RUN_TERMINAL, RunState
 from leoflow.store.errors import RunExists
 from leoflow.store.rows import TaskSeed
@@ -81,10 +82,13 @@ async def list_dag_runs(
     "/dags/{dag_id}/runs",
     status_code=201,
     response_model=RunOut,
-    responses=_ERRORS,
+    responses={**_ERRORS, 400: {"model": ErrorOut}},
     summary="Trigger a run",
     description="The run is created queued; the scheduler starts it as max_active_runs "
-    "allows. A paused or inactive DAG is refused with 409 (unpause it first).",
+    "allows. A paused or inactive DAG is refused with 409 (unpause it first). "
+    "conf.dbt_select / conf.dbt_exclude (dbt selectors) make a run of the matching dbt "
+    "tasks and every other task; a selector Leoflow cannot evaluate, or one matching no "
+    "dbt task, is refused with 400 and no run is made.",
 )
 async def trigger_run(
     dag_id: str, ctx: Ctx, who: Operator, body: TriggerIn | None = None
@@ -108,9 +112,14 @@ async def trigger_run(
     spec = spec_of(dag)
     if spec is None:
         raise HTTPException(409, f"DAG {dag_id!r} has a stored spec this version cannot read")
+    try:
+        keep = run_tasks(spec, body.conf)  # a dbt selection in conf: part of the DAG
+    except RunSelectionError as exc:
+        raise HTTPException(400, str(exc)) from exc
     seeds = [
         TaskSeed(t.task_id, t.pool, t.pool_slots, t.priority, t.max_tries)
         for t in spec.tasks.values()
+        if keep is None or t.task_id in keep
     ]
     run_id = body.run_id or new_run_id(time.time())
     try:

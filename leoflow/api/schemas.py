@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.outputs import item_of
 from leoflow.domain.states import RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance
 from leoflow.store.rows import DagRow, RunRow
@@ -265,6 +267,15 @@ class TaskInstanceOut(_Out):
     exit_code: int | None
     reason: str | None
     message: str | None
+    output: Any = Field(
+        None,
+        description="the JSON value its last successful try wrote to $LEOFLOW_OUTPUT "
+        "(null: none); its downstream tasks get it as LEOFLOW_INPUT_<TASK>",
+    )
+    map_index: int | None = Field(
+        None, description="for one item of a mapped task (task_id 'task[3]'): its index"
+    )
+    map_item: Any = Field(None, description="for one item of a mapped task: the item")
 
 
 class TaskInstancePage(_Out):
@@ -275,7 +286,16 @@ class TaskInstancePage(_Out):
 
 
 def ti_out(row: TaskInstance) -> TaskInstanceOut:
-    return TaskInstanceOut.model_validate(row, from_attributes=True)
+    out = TaskInstanceOut.model_validate(row, from_attributes=True)
+    # Stored as JSON text (checked when it was recorded); shown as the value itself.
+    item = item_of(row.task_id) if row.map_item is not None else None
+    return out.model_copy(
+        update={
+            "output": json.loads(row.output) if row.output else None,
+            "map_index": item[1] if item is not None else None,
+            "map_item": json.loads(row.map_item) if row.map_item is not None else None,
+        }
+    )
 
 
 class ClearResult(_Out):

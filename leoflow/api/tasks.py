@@ -25,6 +25,7 @@ from leoflow.api.schemas import (
 from leoflow.api.snapshot import admission_snapshot, run_gate
 from leoflow.domain.clearing import clear_closure
 from leoflow.domain.explain import RunInfo, explain
+from leoflow.domain.mapping import with_items
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.domain.trigger_rules import TriggerRule
 from leoflow.store.clears import ClearLost, clear_finished_run, request_clear
@@ -91,7 +92,9 @@ async def clear_task_instance(
             409, f"run {run_id!r} is queued: none of its tasks has run, so none can be cleared"
         )
     dag = await store.get_dag(dag_id)
-    spec = spec_of(dag) if dag is not None else None
+    # The run's own graph: a mapped task's items are its tasks (and their retries).
+    found = spec_of(dag) if dag is not None else None
+    spec = with_items(found, tis) if found is not None else None
     below = spec.downstream() if spec is not None and task_id in spec.tasks else {}
     names = clear_closure(task_id, below, with_downstream=downstream)
     if run.state not in RUN_TERMINAL:
@@ -131,7 +134,9 @@ async def why_waiting(dag_id: str, run_id: str, task_id: str, ctx: Ctx, who: Vie
     store = ctx.store
     run, ti, tis = await task_or_404(store, dag_id, run_id, task_id)
     dag = await store.get_dag(dag_id)
+    # The run's DAG: a mapped task's items in place of it (leoflow/domain/mapping.py).
     spec = spec_of(dag) if dag is not None else None
+    spec = with_items(spec, tis) if spec is not None else None
     task_spec = spec.tasks.get(task_id) if spec is not None else None
     run_info = RunInfo(run.pk, run.dag_id, run.run_id, run.state, run.created_at)
     gate = snapshot = None

@@ -61,6 +61,7 @@ async def _load_and_run(
     from leoflow.commands.console import Progress, final_table
     from leoflow.dagfile.loader import DagFileError, load_options
     from leoflow.dbt.project import expander
+    from leoflow.domain.dbt_run_select import RunSelectionError
     from leoflow.domain.progress import topological_order
     from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.runtime.dagfolder import announce_ignored
@@ -93,7 +94,7 @@ async def _load_and_run(
             stop=stop,
             executor=agent,
         )
-    except DagFileError as exc:
+    except (DagFileError, RunSelectionError) as exc:
         print(exc, file=sys.stderr)
         return EXIT_FAILED
     try:

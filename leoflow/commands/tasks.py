@@ -1,8 +1,10 @@
-"""``leoflow tasks DAG RUN`` (a run's task instances) and ``tasks why DAG RUN TASK``."""
+"""``leoflow tasks DAG RUN`` (a run's task instances), ``tasks show DAG RUN TASK`` (one,
+with its output) and ``tasks why DAG RUN TASK``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -12,6 +14,7 @@ from leoflow.commands.http import ENDED_AND_MESSAGE, api_command, print_json, ur
 from leoflow.commands.tables import table_of
 from leoflow.domain.printable import printable
 
+USAGE = "DAG RUN | show DAG RUN TASK | why DAG RUN TASK"
 TASK_COLUMNS = (
     ("TASK", "task_id"),
     ("STATE", "state"),
@@ -27,8 +30,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     words = list(args.words)
     if words[:1] == ["why"] and len(words) == 4:
         return _why(args, *words[1:])
+    if words[:1] == ["show"] and len(words) == 4:
+        return _show(args, *words[1:])
     if len(words) != 2:
-        print("usage: leoflow tasks DAG RUN | leoflow tasks why DAG RUN TASK", file=sys.stderr)
+        print(f"usage: leoflow tasks {USAGE}", file=sys.stderr)
         return EXIT_USAGE
     dag_id, run_id = words
     items: list[dict[str, Any]] = []
@@ -52,12 +57,32 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _why(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> int:
-    data = http.get_json(
-        args, f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks/{url(task_id)}/why"
-    )
+def _task(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str, tail: str = "") -> Any:
+    path = f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks/{url(task_id)}{tail}"
+    data = http.get_json(args, path)
     if args.json:
         print_json(data)
+        return None
+    return data
+
+
+def _show(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> int:
+    data = _task(args, dag_id, run_id, task_id)
+    if data is None:
+        return EXIT_OK
+    for title, key in (("task", "task_id"), ("state", "state"), ("message", "message")):
+        print(printable(f"{title}: {data.get(key) or '-'}"))
+    print(f"try: {data['try_number']}/{data['max_tries']}")
+    output = data.get("output")
+    print("output: -" if output is None else "output:")
+    if output is not None:
+        print(printable(json.dumps(output, indent=2, ensure_ascii=False), lines=True))
+    return EXIT_OK
+
+
+def _why(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> int:
+    data = _task(args, dag_id, run_id, task_id, "/why")
+    if data is None:
         return EXIT_OK
     print(printable(f"{task_id} ({data['state']}): {data['message']}"))
     for other in data["also"]:
@@ -69,7 +94,8 @@ def add_parser(sub: Any) -> None:
     p = http.api_parser(
         sub,
         "tasks",
-        "a run's task instances; 'tasks why DAG RUN TASK' says why one waits",
+        "a run's task instances; 'tasks show DAG RUN TASK' shows one with its output; "
+        "'tasks why DAG RUN TASK' says why one waits",
         cmd_tasks,
     )
-    p.add_argument("words", nargs="+", metavar="DAG RUN | why DAG RUN TASK")
+    p.add_argument("words", nargs="+", metavar=USAGE)

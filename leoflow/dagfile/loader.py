@@ -20,6 +20,7 @@ from leoflow.dagfile.notify_secrets import missing_webhook_secrets
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
+from leoflow.domain.mapping import map_problems
 from leoflow.domain.printable import printable
 
 DAG_FILE_SUFFIXES = (".yaml", ".yml")
@@ -262,10 +263,11 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
             problem(("tasks", str(k)), "expected a mapping of task fields") for k in bad
         )
     dbt_tasks: dict[str, dict[str, Any]] = {}
+    dbt_graph: dict[str, Any] | None = None
     if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
         section = section_tasks(raw, str(path), tasks_raw, defaults_raw, options.dbt)
         problems.extend(problem(*_pydantic_problem(err)) for err in section.problems)
-        dbt_tasks = section.tasks
+        dbt_tasks, dbt_graph = section.tasks, section.graph
     if problems:
         raise DagFileError(path, [*defaults_problems, *problems])
 
@@ -278,6 +280,8 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
     }
     for task_id, task in dbt_tasks.items():
         merged["tasks"][task_id] = {**task, "task_id": task_id}
+    if dbt_graph is not None:  # for a run's conf selection (leoflow.domain.dbt_run_select)
+        merged["dbt"] = {**raw["dbt"], "graph": dbt_graph}
     try:
         spec = DagSpec.model_validate(merged)
     except ValidationError as exc:
@@ -301,7 +305,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
     if problems:
         raise DagFileError(path, problems)
 
-    semantic = _semantic_problems(spec, options)
+    semantic = _semantic_problems(spec, options) + map_problems(spec, dbt_tasks)
     if options.known_secrets is not None:
         semantic += missing_webhook_secrets(spec, raw, options.known_secrets, options.secrets_where)
     if semantic:

@@ -19,7 +19,6 @@ The manifest is read as JSON only: dbt is never imported.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -30,13 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.dbt.image import image_paths
+from leoflow.dbt.wave import flock
 from leoflow.domain.dbt import Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtExpander, DbtRequest
+from leoflow.domain.dbt_waves import ENV_PLAN, ENV_RUNS, ENV_WAVE, wave_of
 
 PARSE_TIMEOUT = 600.0
 SCRATCH_DIR = "/tmp/leoflow-dbt"
-_SUFFIXES = frozenset({".sql", ".yml", ".yaml", ".csv", ".py", ".md", ".jinja"})
-_SKIP_DIRS = frozenset({"target", "logs", ".git", "__pycache__", "node_modules", ".venv"})
+PARSED_SUFFIXES = frozenset({".sql", ".yml", ".yaml", ".csv", ".py", ".md", ".jinja"})
+SKIPPED_DIRS = frozenset({"target", "logs", ".git", "__pycache__", "node_modules", ".venv"})
 # What a dbt parse needs to render profiles.yml when a secret is not at hand: parsing
 # reads no warehouse, so the value is never used.
 PARSE_SECRET_PLACEHOLDER = "leoflow-dbt-parse-placeholder"
@@ -66,38 +67,37 @@ class Fingerprint:
     newest_mtime: float
 
 
+def parsed_files(project_dir: Path) -> Iterator[str]:
+    """Every file dbt parses below ``project_dir`` (``target/``, ``logs/`` left out), in order."""
+    for root, dirs, files in os.walk(str(project_dir)):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(files):
+            if os.path.splitext(name)[1] in PARSED_SUFFIXES:
+                yield os.path.join(root, name)
+
+
 def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
     """Hash of every file dbt parses, in a stable order, plus ``extra``."""
     digest = hashlib.sha256(extra.encode())
     newest = 0.0
-    top = str(project_dir)
-    cut = len(top) + 1
-    for root, dirs, files in os.walk(top):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
-        for name in sorted(files):
-            if os.path.splitext(name)[1] not in _SUFFIXES:
-                continue
-            path = os.path.join(root, name)
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-                    newest = max(newest, os.fstat(handle.fileno()).st_mtime)
-            except OSError:
-                continue
-            digest.update(path[cut:].encode() + b"\0")
-            digest.update(hashlib.sha256(data).digest())
+    cut = len(str(project_dir)) + 1
+    for path in parsed_files(project_dir):
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+                newest = max(newest, os.fstat(handle.fileno()).st_mtime)
+        except OSError:
+            continue
+        digest.update(path[cut:].encode() + b"\0")
+        digest.update(hashlib.sha256(data).digest())
     return Fingerprint(digest.hexdigest(), newest)
 
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with flock(str(path)):
+        yield
 
 
 def _error_lines(output: str, limit: int = 6) -> str:
@@ -268,7 +268,8 @@ def expander(
     """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here.
 
     ``in_pods``: the tasks run as pods, so their commands name the project where the
-    DAG image holds it (``dbt.image_dir``, leoflow/dbt/image.py)."""
+    DAG image holds it (``dbt.image_dir``, leoflow/dbt/image.py); pods share no
+    ``scratch_dir``, so ``batch: wave`` does not batch there (each node runs alone)."""
     cache = cache_dir or default_cache_dir()
 
     def run(request: DbtRequest) -> Expansion:
@@ -299,12 +300,34 @@ def expander(
         if in_pods:
             paths, executable = image_paths(spec, paths, executable)
         resolved = spec.model_copy(update={"executable": executable})
-        return expand(
+        expansion = expand(
             resolved,
             manifest,
             dag_id=request.dag_id,
             paths=paths,
             ordinary_tasks=request.ordinary_tasks,
         )
+        if expansion.waves is not None and not in_pods and not expansion.problems:
+            _wire_waves(expansion, cache / project.key(), f"{scratch_dir}/{request.dag_id}/runs")
+        return expansion
 
     return run
+
+
+def _wire_waves(expansion: Expansion, home: Path, runs: str) -> None:
+    """Write the wave plan beside the manifest and point every dbt task at it."""
+    plan = expansion.waves or {}
+    text = json.dumps(plan, sort_keys=True, separators=(",", ":"))
+    path = home / f"waves-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if not path.is_file():
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    level_of = wave_of(plan)
+    for task_id, task in expansion.tasks.items():
+        env = task["env"]
+        env[ENV_RUNS] = runs
+        if task_id in level_of:
+            env[ENV_PLAN] = str(path)
+            env[ENV_WAVE] = level_of[task_id]

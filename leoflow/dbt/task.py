@@ -25,9 +25,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import IO, Any
+
+from leoflow.dbt import wave
 
 USAGE = "usage: leoflow dbt-task --task TASK_ID -- DBT_EXECUTABLE VERB [ARGS...]"
 EXIT_USAGE = 2
@@ -104,17 +107,8 @@ def _seed_partial_parse(target: str) -> None:
             shutil.copyfile(seed, mine)
 
 
-def run(argv: Sequence[str]) -> int:
-    args = list(argv)
-    task_id = ""
-    if args[:1] == ["--task"] and len(args) >= 2:
-        task_id = args[1]
-        args = args[2:]
-    if args[:1] == ["--"]:
-        args = args[1:]
-    if not task_id or len(args) < 2:
-        print(USAGE, file=sys.stderr)
-        return EXIT_USAGE
+def _invoke(task_id: str, args: list[str]) -> tuple[int, dict[str, Any] | None, list[str]]:
+    """Run dbt in this task's own target dir: its exit code, run_results.json, output tail."""
     target, logs, lock = _dirs(task_id)
     os.makedirs(logs, exist_ok=True)
     _seed_partial_parse(target)
@@ -130,8 +124,9 @@ def run(argv: Sequence[str]) -> int:
             args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
     except FileNotFoundError:
-        _say_reason(f"dbt executable {args[0]!r} not found on the task's PATH ({task_id})")
-        return EXIT_NOT_FOUND
+        if lock is not None:
+            lock.close()
+        return EXIT_NOT_FOUND, None, []
     assert child.stdout is not None
     for line in child.stdout:
         sys.stdout.write(line)
@@ -140,15 +135,76 @@ def run(argv: Sequence[str]) -> int:
     code = child.wait()
     if lock is not None:
         lock.close()
+    results: dict[str, Any] | None = None
+    with contextlib.suppress(OSError, ValueError), open(results_path, encoding="utf-8") as handle:
+        results = json.load(handle)
+    return code, results, list(tail)
+
+
+def run(argv: Sequence[str]) -> int:
+    args = list(argv)
+    task_id = ""
+    if args[:1] == ["--task"] and len(args) >= 2:
+        task_id = args[1]
+        args = args[2:]
+    if args[:1] == ["--"]:
+        args = args[1:]
+    if not task_id or len(args) < 2:
+        print(USAGE, file=sys.stderr)
+        return EXIT_USAGE
+    states = wave.run_states(os.environ)
+    batch = wave.load(task_id, os.environ)
+    mode, leader = wave.begin(batch) if batch is not None else ("alone", None)
+    if batch is not None and mode == "attach" and leader is not None:
+        result = wave.attached_result(batch, leader)
+        if result is not None:
+            return _report_attached(task_id, leader, result, batch.states)
+        print(f"leoflow dbt-task: no result for {task_id} in the batch of {leader}; running alone")
+        batch.states.put(task_id, "running")
+    elif states is not None and mode == "alone" and batch is None:
+        states.put(task_id, "running")
+    if batch is not None and mode == "lead":
+        args = wave.batch_argv(batch, args)
+        peers = ", ".join(batch.peers)
+        print(f"leoflow dbt-task: {task_id} leads its wave in one dbt invocation with {peers}")
+        wave.forget_old_runs(os.path.dirname(batch.states.folder), time.time())
+    try:
+        code, results, tail = _invoke(task_id, args)
+        reason: str | None = None
+        if batch is not None and mode == "lead":
+            mine = wave.file_results(batch, results, reason_from_results).get(task_id)
+            if mine is not None:  # our node's own result, whatever the peers' were
+                code, reason = (0, None) if mine.ok else (code or 1, mine.reason)
+    finally:
+        if batch is not None:
+            wave.release(batch)
+    if states is not None:
+        states.put(task_id, wave.SUCCESS if code == 0 else wave.FAILED)
     if code == 0:
         return 0
-    reason: str | None = None
-    with contextlib.suppress(OSError, ValueError), open(results_path, encoding="utf-8") as handle:
-        reason = reason_from_results(json.load(handle))
+    if code == EXIT_NOT_FOUND and not tail:
+        _say_reason(f"dbt executable {args[0]!r} not found on the task's PATH ({task_id})")
+        return code
+    if reason is None and results is not None:
+        reason = reason_from_results(results)
     if reason is None:
-        reason = reason_from_output(list(tail))
+        reason = reason_from_output(tail)
     _say_reason(reason or f"dbt exited with code {code} ({task_id})")
     return code
+
+
+def _report_attached(task_id: str, leader: str, result: wave.Result, states: wave.RunStates) -> int:
+    """A peer's end: the result the leader's dbt invocation filed for its node."""
+    print(
+        f"leoflow dbt-task: {task_id} ran in the wave batch of {leader} (its log has dbt's output)"
+    )
+    outcome = wave.SUCCESS if result.ok else wave.FAILED
+    if (states.get(task_id) or {}).get("state") != outcome:
+        states.put(task_id, outcome)  # else kept: its time is what later batches compare
+    if result.ok:
+        return 0
+    _say_reason(result.reason or f"dbt failed {task_id} in the batch of {leader}")
+    return 1
 
 
 def _say_reason(reason: str) -> None:

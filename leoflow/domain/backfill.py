@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from leoflow.domain.cron import CronSchedule
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.dbt_run_select import partial_run_env
 from leoflow.domain.states import RunState
 
 # One backfill creates at most this many runs: a minutely cron over a year is a
@@ -67,11 +68,15 @@ def data_interval(spec: DagSpec, logical_date: float) -> tuple[float | None, flo
 
 
 def run_env(spec: DagSpec, logical_date: float | None) -> dict[str, str]:
-    """What a task sees of its run's logical date (ISO 8601, UTC); nothing without one."""
+    """What a task sees of its run's logical date (ISO 8601, UTC); nothing without one.
+
+    And whether a ``batch: wave`` run has every dbt task (``partial_run_env``)."""
+    env = partial_run_env(spec)
     if logical_date is None:
-        return {}
+        return env
     start, end = data_interval(spec, logical_date)
     env = {
+        **env,
         "LEOFLOW_LOGICAL_DATE": _iso(logical_date),
         "LEOFLOW_DATA_INTERVAL_END": _iso(end),
     }

@@ -22,6 +22,7 @@ from pydantic import (
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
+from leoflow.domain.mapping import DEFAULT_MAX_MAP_ITEMS, MapOver
 from leoflow.domain.notify import NotifyRule
 from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
 
@@ -179,6 +180,7 @@ class TaskFields(_Strict):
     resources: Resources | None = None
     execution: Execution | None = None
     notify: list[NotifyRule] | None = None
+    max_map_items: int | None = Field(None, ge=1)
 
 
 class TaskSpec(_Strict):
@@ -200,6 +202,9 @@ class TaskSpec(_Strict):
     resources: Resources = Resources()
     execution: Execution = Execution()
     notify: tuple[NotifyRule, ...] = ()
+    # One task instance per item (leoflow/domain/mapping.py); not a default, per task.
+    map_over: MapOver | None = None
+    max_map_items: int = Field(DEFAULT_MAX_MAP_ITEMS, ge=1)
 
     @property
     def max_tries(self) -> int:

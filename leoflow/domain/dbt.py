@@ -29,8 +29,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from leoflow.domain.dbt_compact import compact_graph
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
 from leoflow.domain.dbt_resolved import DbtResolution
+from leoflow.domain.dbt_waves import plan_waves
 
 TASK_PREFIX = "dbt."
 TESTS_TASK = "dbt.tests"
@@ -55,7 +57,11 @@ class DbtSpec(BaseModel):
     depends_on: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     defaults: dict[str, Any] = Field(default_factory=dict)
     executable: str = "dbt"
-    batch: Literal["none"] = "none"
+    # wave: the models of one wave may share one dbt invocation (leoflow.domain.dbt_waves)
+    batch: Literal["none", "wave"] = "none"
+    # Set by the loader from the manifest (leoflow.domain.dbt_compact), whatever a file
+    # says: what a run's conf selection (dbt_select) is evaluated on.
+    graph: dict[str, Any] | None = None
     # The DAG file's folder inside the DAG image, for tasks run as pods
     # (leoflow/dbt/image.py); None: the same path as where the file is loaded.
     image_dir: str | None = None
@@ -102,6 +108,12 @@ class Expansion:
 
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[tuple[Loc, str]] = field(default_factory=list)
+    # task id -> the dbt node it runs (the after_all tests task is in neither)
+    uids: dict[str, str] = field(default_factory=dict)
+    # with batch: wave, which tasks may share a dbt invocation (dbt_waves.plan_waves)
+    waves: dict[str, Any] | None = None
+    # the selection graph the DAG keeps (dbt_compact.compact_graph)
+    graph: dict[str, Any] | None = None
     # The manifest expanded, for a caller that records where the tasks came from.
     manifest: Mapping[str, Any] | None = None
 
@@ -317,7 +329,10 @@ def expand(
             if len(tested) == 1 and len(real) == 1:
                 gates.setdefault(next(iter(tested)), []).append(uid)
 
+    selectors_of: dict[str, list[str]] = {}
+
     def add(task_id: str, verb: str, selectors: list[str], deps: set[str]) -> None:
+        selectors_of[task_id] = selectors
         out.tasks[task_id] = {
             "command": task_command(task_id, dbt_command(spec, paths, verb, selectors)),
             "env": task_env(dag_id, task_id, paths),
@@ -344,4 +359,8 @@ def expand(
             return out
         selectors = sorted(_select_arg(graph, uid) for uid in tests)
         add(TESTS_TASK, "test", selectors, {ids[uid] for uid in selected})
+    out.uids = {task_id: uid for uid, task_id in ids.items()}
+    out.graph = compact_graph(graph, out.uids)
+    if spec.batch == "wave":
+        out.waves = plan_waves(out.tasks, out.uids, selectors_of, frozenset({TESTS_TASK}))
     return out

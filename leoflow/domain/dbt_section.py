@@ -42,6 +42,8 @@ DbtExpander = Callable[[DbtRequest], Expansion]
 @dataclass
 class SectionTasks:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What the DAG keeps as dbt.graph (the loader sets it): None leaves the section as is.
+    graph: dict[str, Any] | None = None
     # pydantic-shaped errors (loc, msg, type[, input]): the loader words them like its own
     problems: list[dict[str, Any]] = field(default_factory=list)
 
@@ -93,6 +95,16 @@ def section_tasks(
         )
         return out
     user = spec.defaults
+    rule = user.get("trigger_rule") or dag_defaults.get("trigger_rule") or "all_success"
+    if spec.batch == "wave" and rule != "all_success":
+        # A wave's leader runs its peers on the proof that its own upstreams succeeded.
+        out.problems.append(
+            _problem(
+                ("dbt", "batch"),
+                f"batch: wave needs the dbt tasks' trigger_rule all_success, not {rule!r}",
+            )
+        )
+        return out
     env = {**(dag_defaults.get("env") or {}), **(user.get("env") or {})}
     request = DbtRequest(
         spec=spec,
@@ -106,6 +118,7 @@ def section_tasks(
     out.problems.extend(_problem(loc, message) for loc, message in expansion.problems)
     if out.problems:
         return out
+    out.graph = expansion.graph
     for task_id, generated in expansion.tasks.items():
         task: dict[str, Any] = {**dag_defaults, **user, **generated}
         task["env"] = {

@@ -28,6 +28,9 @@ class Launch:
     spec: TaskSpec
     ticket: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # Each direct upstream's output, for an executor without an agent (the agent
+    # fetches its own with Start).
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 def context_env(dag_id: str, run_id: str, task_id: str, try_number: int) -> dict[str, str]:
@@ -61,6 +64,8 @@ class TaskFinished:
     reason: str
     message: str
     at: float
+    # What the try wrote to $LEOFLOW_OUTPUT (JSON text, checked), when it succeeded.
+    output: str | None = None
 
     @property
     def succeeded(self) -> bool:

@@ -31,6 +31,10 @@ class EndReason(StrEnum):
     AGENT_DIED = "agent_died"
     UPSTREAM_FAILED = "upstream_failed"
     SKIPPED = "skipped"
+    # The command exited 0 but its $LEOFLOW_OUTPUT was too big or not JSON.
+    OUTPUT_INVALID = "output_invalid"
+    # A mapped task's list could not be had (no such conf key, not a list, too many items).
+    MAP_FAILED = "map_failed"
 
 
 class WaitNote(StrEnum):

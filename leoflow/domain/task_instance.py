@@ -38,6 +38,9 @@ class TaskInstance:
     message: str | None
     executor_ref: str | None
     updated_at: float
+    # The last successful try's output (JSON text), and a mapped item's item (JSON text).
+    output: str | None = None
+    map_item: str | None = None
 
 
 TASK_INSTANCE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(TaskInstance))

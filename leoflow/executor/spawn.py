@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from leoflow.agent.environment import TaskUser
-from leoflow.agent.lifeline import parent_death_hook
+from leoflow.agent.lifeline import lifeline
 
 _READ = 64 * 1024
 
@@ -142,15 +142,20 @@ async def spawn(
     try:
         # Called on the loop's thread: the parent-death signal follows the thread
         # that forked the child, and this one lives as long as we do.
+        # The resolved path goes to setpriv (which searches no PATH of ours); without
+        # it, ``executable`` keeps the command's own argv[0].
+        command, hook = lifeline([executable, *argv[1:]], env, switches_user=user is not None)
+        if hook is not None:
+            command = list(argv)
         process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, a few ms
-            list(argv),
-            executable=executable,
+            command,
+            executable=None if hook is None else executable,
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=write_fd,
             stderr=write_fd,
             start_new_session=True,
-            preexec_fn=parent_death_hook(),
+            preexec_fn=hook,
             **as_user,
         )
     except BaseException:

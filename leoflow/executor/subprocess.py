@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from leoflow.agent.environment import TaskUser, base_environment, resolve_task_user
+from leoflow.agent.outputs import TaskFiles
 from leoflow.domain.durations import format_duration
 from leoflow.domain.execution import (
     Attempt,
@@ -32,6 +33,7 @@ from leoflow.domain.execution import (
     TaskStarted,
     context_env,
 )
+from leoflow.domain.outputs import OUTPUT_LIMIT, settle_output
 from leoflow.domain.reasons import EndReason
 from leoflow.executor.spawn import Child, spawn
 
@@ -67,6 +69,7 @@ def describe_exit(returncode: int) -> tuple[int, str]:
 class _Child:
     launch: Launch
     process: Child
+    files: TaskFiles
     supervisor: asyncio.Task[None] | None = None
     cancel_reason: str | None = None
 
@@ -96,16 +99,20 @@ class SubprocessExecutor:
         def output(chunk: bytes) -> None:
             report(LogData(key[0], key[1], chunk))
 
+        files = TaskFiles(launch.inputs, OUTPUT_LIMIT, self._user)
         try:
             argv, env = launch.spec.argv(), task_environment(launch, self._user)
+            env.update(files.prepare())
             if argv[0] == "leoflow":  # Leoflow's own, as the agent runs it (leoflow dbt-task)
                 argv = [sys.executable, "-m", "leoflow", *argv[1:]]
             process = await spawn(argv, env=env, on_output=output, user=self._user)
         except OSError as exc:
+            files.remove()
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
         except (ValueError, subprocess.SubprocessError) as exc:  # a NUL byte, a failed setuid
+            files.remove()
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc}") from exc
-        child = _Child(launch, process)
+        child = _Child(launch, process, files)
         self._children[(launch.ti_pk, launch.try_number)] = child
         self._report(
             TaskStarted(launch.ti_pk, launch.try_number, f"pid:{process.pid}", time.time())
@@ -149,7 +156,14 @@ class SubprocessExecutor:
             reason, message = EndReason.SUCCESS, said
         else:
             reason, message = EndReason.EXIT_CODE, said
-        report(TaskFinished(launch.ti_pk, launch.try_number, code, reason, message, time.time()))
+        ok = reason == EndReason.SUCCESS
+        output, output_error = child.files.take_output() if ok else (None, "")
+        child.files.remove()
+        ended = settle_output(reason, message, output, output_error)
+        at = time.time()
+        report(
+            TaskFinished(launch.ti_pk, launch.try_number, code, ended[0], ended[1], at, ended[2])
+        )
 
     async def _kill_group(self, process: Child) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):

@@ -1,5 +1,5 @@
 """DAG files into the store and the scheduler: one file (``leoflow run``), or a folder
-watched for changes (``leoflow lite``).
+watched for changes (``leoflow lite``), dbt projects included (``leoflow.dbt.changes``).
 
 Imports no store or scheduler code at run time (only their types), so a command
 that only reads DAG files (``leoflow dags next``) stays light.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ from leoflow.dagfile.loader import (
     load_dag_file,
     load_dag_folder,
 )
+from leoflow.dbt.changes import project_stamps
 from leoflow.domain.catalogue import CatalogueEntry
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.printable import printable
@@ -66,6 +67,19 @@ def resolve_target(target: str, dags_dir: Path | None, options: LoadOptions) -> 
     )
 
 
+def watched_dirs(loaded: Iterable[LoadedDag]) -> set[Path]:
+    """The project and profiles folders of the dbt DAGs loaded, wherever they are."""
+    out: set[Path] = set()
+    for dag in loaded:
+        section = dag.spec.dbt
+        if section is not None:
+            base = dag.path.parent
+            out.add((base / section.project_dir).resolve())
+            if section.profiles_dir:
+                out.add((base / section.profiles_dir).resolve())
+    return out
+
+
 class DagFolderWatcher:
     """Re-reads the DAG folder when a file changes; bad files are reported and skipped.
 
@@ -91,9 +105,12 @@ class DagFolderWatcher:
         self._errors: dict[str, str] = {}
         self.good: dict[str, LoadedDag] = {}
         self._announced: set[str] = set()
+        self._dbt_dirs: set[Path] = set()
 
     def _scan(self) -> tuple[tuple[str, float, int], ...]:
         entries = []
+        # dbt projects: those below the folder, and those the dbt DAGs name elsewhere.
+        projects = set(self._dbt_dirs)
         # A file removed or made unreadable mid-scan is seen again on the next pass;
         # it must not stop the scheduler.
         with contextlib.suppress(OSError):
@@ -103,6 +120,10 @@ class DagFolderWatcher:
                         with contextlib.suppress(OSError):
                             stat = path.stat()
                             entries.append((str(path), stat.st_mtime, stat.st_size))
+                        if path.name == "dbt_project.yml":
+                            projects.add(path.parent.resolve())
+        for project in sorted(projects):
+            entries.extend(project_stamps(project))
         return tuple(entries)
 
     async def refresh(self, store: Store) -> bool:
@@ -142,6 +163,7 @@ class DagFolderWatcher:
             if str(loaded.path) in broken_paths and dag_id not in result.dags
         }
         self.good = {**kept, **result.dags}
+        self._dbt_dirs = watched_dirs(self.good.values())
         for loaded in result.dags.values():
             await record_dag(store, loaded)
             if loaded.spec.dag_id not in self._announced:

@@ -4,7 +4,7 @@ backend keeps the state."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 
@@ -31,6 +31,9 @@ class StartSpec:
     env: dict[str, str]
     cwd: str
     timeout_seconds: float | None
+    # Each direct upstream's output (``leoflow.domain.outputs``), and the output limit.
+    inputs: dict[str, str] = field(default_factory=dict)
+    output_limit: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class Outcome:
     message: str = ""
     # The agent failed before the command ran; ``message`` says why.
     not_started: bool = False
+    # What the command wrote to $LEOFLOW_OUTPUT, or why the agent could not take it.
+    output: str | None = None
+    output_error: str = ""
 
 
 class SessionRefused(Exception):

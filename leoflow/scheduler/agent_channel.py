@@ -31,6 +31,21 @@ Context = Any  # grpc.aio.ServicerContext; grpc ships no type information
 # Replies per ReplyBatch: keeps a batch of Start replies (with environments) well
 # under the message size limit.
 _REPLIES_PER_BATCH = 256
+# A batch stays well under the agent's 4 MiB message limit: Start replies carry a
+# task's env and inputs (up to 1 MiB), so a batch is cut by size too.
+_BATCH_BYTES = 1024 * 1024
+
+
+def _batch_end(pending: list[Any]) -> int:
+    """How many of the pending replies go in the next batch (at least one)."""
+    size = 0
+    for count, reply in enumerate(pending[:_REPLIES_PER_BATCH]):
+        size += reply.ByteSize()
+        if count and size > _BATCH_BYTES:
+            return count
+    return min(len(pending), _REPLIES_PER_BATCH)
+
+
 _OK = grpc.StatusCode.OK
 _CODE_NUMBER = {code: code.value[0] for code in grpc.StatusCode}
 _METHOD = {
@@ -182,8 +197,8 @@ class _Stream:
             await self._wake.wait()
             self._wake.clear()
             while self._pending:
-                batch = self._pending[:_REPLIES_PER_BATCH]
-                del self._pending[:_REPLIES_PER_BATCH]
+                batch = self._pending[: _batch_end(self._pending)]
+                del self._pending[: len(batch)]
                 try:
                     await write(pb.ReplyBatch(replies=batch).SerializeToString())
                 except Exception:  # the agent went away; it resends what it lacks

@@ -213,6 +213,8 @@ class AgentOps:
             cwd=spec.cwd,
             timeout_seconds=spec.timeout_seconds or 0.0,
             secret_names=session.secrets,
+            inputs=spec.inputs,
+            output_limit_bytes=spec.output_limit,
         )
 
     async def heartbeat(self, token: str | None) -> Any:
@@ -278,7 +280,10 @@ class AgentOps:
                 return pb.CompleteResponse(duplicate=True)
         session, _ = await self.authorize(token)
         r = request
-        outcome = Outcome(r.exit_code, r.oom_killed, r.timed_out, r.message, r.not_started)
+        output = r.output if r.HasField("output") else None
+        outcome = Outcome(
+            r.exit_code, r.oom_killed, r.timed_out, r.message, r.not_started, output, r.output_error
+        )
         await self.backend.complete(session, outcome)
         key = (session.ti_pk, session.try_number)
         self._log_ends.pop(key, None)

@@ -19,9 +19,12 @@ from leoflow.domain.backfill import run_env
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
 from leoflow.domain.execution import TaskFinished, TaskStarted, context_env
+from leoflow.domain.mapping import with_items
+from leoflow.domain.outputs import OUTPUT_LIMIT, item_of, settle_output
 from leoflow.domain.progress import end_of_try
 from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import TaskState
+from leoflow.domain.task_instance import TaskInstance
 from leoflow.scheduler.agent_backend import (
     Outcome,
     SessionRefused,
@@ -31,6 +34,8 @@ from leoflow.scheduler.agent_backend import (
 )
 from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
+from leoflow.scheduler.mirror import RunMirror
+from leoflow.scheduler.outputs import mirror_inputs, stored_inputs
 from leoflow.scheduler.ticket_batch import TicketBatcher
 from leoflow.secrets import SecretBackend
 from leoflow.settings import Settings
@@ -79,7 +84,7 @@ class SchedulerBackend:
 
     # ------------------------------------------------------------ leader path
 
-    def _local(self, ti_pk: int) -> tuple[Scheduler, TaskSpec, str, str] | None:
+    def _local(self, ti_pk: int) -> tuple[Scheduler, TaskSpec, str, str, RunMirror] | None:
         scheduler = self._scheduler()
         if scheduler is None:
             return None
@@ -87,12 +92,12 @@ class SchedulerBackend:
         run = scheduler.run_of(ti) if ti is not None else None
         if ti is None or run is None:
             return None
-        return scheduler, run.spec.tasks[ti.task_id], run.dag_id, run.run_id
+        return scheduler, run.spec.tasks[ti.task_id], run.dag_id, run.run_id, run
 
     async def session(self, ti_pk: int, try_number: int) -> TaskSession | None:
         local = self._local(ti_pk)
         if local is not None:
-            scheduler, spec, dag_id, run_id = local
+            scheduler, spec, dag_id, run_id, _ = local
             ti = scheduler.task(ti_pk)
             assert ti is not None
             if ti.try_number != try_number or ti.state not in _LIVE:
@@ -101,7 +106,7 @@ class SchedulerBackend:
         row = await self._store.get_task_instance(ti_pk)
         if row is None or row.try_number != try_number or row.state not in _LIVE:
             return None
-        task = await self._task_spec(row.dag_id, row.task_id)
+        task = await self._task_spec(row.dag_id, row.task_id, row)
         secrets = task.secrets if task is not None else ()
         return TaskSession(ti_pk, try_number, row.dag_id, row.run_id, row.task_id, secrets)
 
@@ -116,8 +121,9 @@ class SchedulerBackend:
                     raise SessionRefused(
                         "the task instance is no longer waiting for this try to start"
                     )
-                return _start_spec(s, local[1], await self._run_env(s))
-        task = await self._task_spec(s.dag_id, s.task_id)
+                inputs = mirror_inputs(local[4], ti.task_id)
+                return _start_spec(s, local[1], await self._run_env(s), inputs)
+        task = await self._task_spec(s.dag_id, s.task_id, s.ti_pk)
         if task is None:
             raise SessionRefused("the task's DAG no longer defines it")
         started = await self._store.transition_task(
@@ -140,7 +146,8 @@ class SchedulerBackend:
             )
             if not resent:  # a Start resent after a lost reply finds its own try running
                 raise SessionRefused("the task instance is no longer waiting for this try to start")
-        return _start_spec(s, task, await self._run_env(s))
+        inputs = await stored_inputs(self._store, s.ti_pk, task.depends_on)
+        return _start_spec(s, task, await self._run_env(s), inputs)
 
     async def heartbeat(self, s: TaskSession) -> bool:
         scheduler = self._scheduler()
@@ -159,20 +166,24 @@ class SchedulerBackend:
 
     async def complete(self, s: TaskSession, outcome: Outcome) -> None:
         now = self._clock()
-        reason = outcome_of(outcome)
-        code, message = outcome.exit_code, outcome.message
+        reason, message, output = settle_output(
+            outcome_of(outcome), outcome.message, outcome.output, outcome.output_error
+        )
+        code = outcome.exit_code
         local = self._local(s.ti_pk)
         if local is not None and await self._submit(
-            local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now)
+            local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now, output)
         ):
             return
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
             raise SessionRefused("the task instance no longer accepts this try's outcome")
-        task = await self._task_spec(s.dag_id, s.task_id)
+        task = await self._task_spec(s.dag_id, s.task_id, s.ti_pk)
         tries: dict[str, Any] = {"try_number": row.try_number, "max_tries": row.max_tries}
         tries["retry_delay"] = task.retry_delay if task is not None else 0.0
         new, fields = end_of_try(reason, exit_code=code, message=message, at=now, **tries)
+        if new is TaskState.SUCCESS:
+            fields["output"] = output
         done = await self._store.transition_task(
             s.ti_pk, row.state, new, epoch=None, expected_try=s.try_number, **fields
         )
@@ -207,7 +218,9 @@ class SchedulerBackend:
             return {}
         return run_env(cached[1], row.logical_date)
 
-    async def _task_spec(self, dag_id: str, task_id: str) -> TaskSpec | None:
+    async def _task_spec(
+        self, dag_id: str, task_id: str, ti: TaskInstance | int
+    ) -> TaskSpec | None:
         dag = await self._store.get_dag(dag_id)
         if dag is None:
             return None
@@ -215,15 +228,22 @@ class SchedulerBackend:
         if cached is None or cached[0] != dag.spec_hash:
             cached = (dag.spec_hash, parse_spec(dag.spec_json))
             self._specs[dag_id] = cached
-        return cached[1].tasks.get(task_id)
+        task = cached[1].tasks.get(task_id)
+        if task is None and item_of(task_id) is not None:
+            # One item of a mapped task: the DAG names the task; its row holds the item.
+            row = await self._store.get_task_instance(ti) if isinstance(ti, int) else ti
+            task = with_items(cached[1], [row]).tasks.get(task_id) if row is not None else None
+        return task
 
 
 _LIVE = (TaskState.QUEUED, TaskState.RUNNING)
 
 
-def _start_spec(s: TaskSession, spec: TaskSpec, run: dict[str, str]) -> StartSpec:
+def _start_spec(
+    s: TaskSession, spec: TaskSpec, run: dict[str, str], inputs: dict[str, str]
+) -> StartSpec:
     env = {**spec.env, **run, **context_env(s.dag_id, s.run_id, s.task_id, s.try_number)}
-    return StartSpec(argv=spec.argv(), env=env, cwd="", timeout_seconds=spec.timeout)
+    return StartSpec(spec.argv(), env, "", spec.timeout, inputs, OUTPUT_LIMIT)
 
 
 def signing_key(settings: Settings) -> bytes:

@@ -13,6 +13,7 @@ from typing import Any
 
 from leoflow.domain.admission import Admission, Candidate
 from leoflow.domain.dag import DagSpec, TaskSpec
+from leoflow.domain.mapping import with_items
 from leoflow.domain.states import RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance, candidate
 from leoflow.scheduler.batch import Batch
@@ -35,6 +36,7 @@ class Book:
         self.runs: dict[int, RunMirror] = {}
         self.by_pk: dict[int, TaskMirror] = {}
         self.timed: dict[int, TaskMirror] = {}  # by_pk's tries in a TIMED state
+        self.dirty: dict[int, RunMirror] = {}  # runs set dirty since the last take_dirty
         # Told of every change in the mirror (the console's live view, tests).
         self.on_task_change: TaskHook | None = None
         self.on_run_change: RunHook | None = None
@@ -80,6 +82,23 @@ class Book:
         if self.on_run_change is not None:
             self.on_run_change(run)
 
+    def take_dirty(self) -> list[RunMirror]:
+        """The runs of this book that are dirty now (each once), and start noting afresh."""
+        runs = self.runs
+        taken = [r for r in self.dirty.values() if r.dirty_flag and runs.get(r.pk) is r]
+        self.dirty.clear()
+        return taken
+
+    def changed_runs(self, advanced: list[RunMirror], batch: Batch) -> list[RunMirror]:
+        """The runs advanced this tick and those of every task instance it moved:
+        the only ones that can have finished."""
+        seen = {run.pk: run for run in advanced}
+        runs = self.runs
+        for ti in batch.touched:
+            if ti.run_pk not in seen and (run := runs.get(ti.run_pk)) is not None:
+                seen[ti.run_pk] = run
+        return list(seen.values())
+
     # -------------------------------------------------------------------- slots
 
     def candidate(self, ti: TaskMirror) -> Candidate:
@@ -103,13 +122,16 @@ class Book:
 
     def adopt(self, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstance]) -> RunMirror:
         present = {ti.task_id for ti in tis}
-        mirror = RunMirror.build(row, spec_for_tasks(spec, present), tis)
+        mirror = RunMirror.build(row, spec_for_tasks(with_items(spec, tis), present), tis)
         old = self.runs.get(row.pk)
         if old is not None:
+            old.dirty_sink = None  # a stale mirror turning dirty must not displace this one
             for ti in old.tasks.values():
                 self.by_pk.pop(ti.pk, None)
                 self.timed.pop(ti.pk, None)
         self.runs[row.pk] = mirror
+        mirror.dirty_sink = self.dirty
+        mirror.dirty = mirror.dirty_flag
         for ti in mirror.tasks.values():
             self.by_pk[ti.pk] = ti
             if ti.state in TIMED:
@@ -119,6 +141,9 @@ class Book:
 
     def forget(self, run: RunMirror) -> None:
         self.runs.pop(run.pk, None)
+        if self.dirty.get(run.pk) is run:
+            del self.dirty[run.pk]
+        run.dirty_sink = None
         for ti in run.tasks.values():
             self.by_pk.pop(ti.pk, None)
             self.timed.pop(ti.pk, None)

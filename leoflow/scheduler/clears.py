@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from leoflow.domain.clearing import clear_closure, cleared_fields
+from leoflow.domain.mapping import with_items
 from leoflow.domain.states import RUN_TERMINAL, RunState, TaskState
 from leoflow.scheduler import metrics
 from leoflow.scheduler.batch import Batch
@@ -128,10 +129,12 @@ class ClearDesk:
             if row.run_type == LOCAL_RUN_TYPE:
                 await self._settle(request, "nothing cleared: a local run", attempts)
             return
-        spec = self.book.dags.get(row.dag_id)
+        tis = await self.store.list_task_instances(run_pk=row.pk)
+        dag_spec = self.book.dags.get(row.dag_id)
+        # The run's own graph: a mapped task's items are its tasks (and their retries).
+        spec = with_items(dag_spec, tis) if dag_spec is not None else None
         below = spec.downstream() if spec is not None and request.task_id in spec.tasks else {}
         names = clear_closure(request.task_id, below, with_downstream=request.downstream)
-        tis = await self.store.list_task_instances(run_pk=row.pk)
         try:
             cleared = await clear_finished_run(
                 self.store,

@@ -50,6 +50,7 @@ from leoflow.scheduler.config import (
 from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.follow import StoreFollower
 from leoflow.scheduler.logbuffer import LogBuffer
+from leoflow.scheduler.mapping import Expander
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.notifications import Notifications
 from leoflow.scheduler.recovery import recover
@@ -134,6 +135,14 @@ class Scheduler:
             reload_run=self._follower.reload_run,
         )
         self._steps = Transitions(self.book, uses_agent=executor.uses_agent)
+        self._expander = Expander(
+            store,
+            self.book,
+            self._steps.expansions,
+            epoch=epoch,
+            clock=clock,
+            reload_run=self._follower.reload_run,
+        )
         self._timers = Timers(
             self.book,
             self._steps,
@@ -153,6 +162,7 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
+        self._store_marker: int | None = None  # store.changes at the last full poll
         self._stopping = False
         self.failure: BaseException | None = None
         # The tries that were live when stop() began: their processes are killed, and
@@ -359,11 +369,11 @@ class Scheduler:
                 self._steps.apply(item.event, batch)
         self._timers.fire(now, batch)
         self._creation.start_runs(now, batch)
-        for run in list(self.book.runs.values()):
-            if run.dirty:
-                self._steps.advance(run, now, batch)
+        advanced = self.book.take_dirty()  # the runs that changed, not every run
+        for run in advanced:
+            self._steps.advance(run, now, batch)
         self._steps.admit(now, batch)
-        self._steps.finish_runs(now, batch)
+        self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
         try:
             await self._commit.flush(batch)
@@ -382,6 +392,8 @@ class Scheduler:
             self._cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:
             self._resolve_waiters(run)
+        if await self._expander.run():  # mapped tasks' items, in the store and the book
+            self._wakeup.set()
 
     async def _poll_store(self) -> None:
         """Follow what other processes wrote: DAG definitions and pools, due cron runs,
@@ -389,11 +401,16 @@ class Scheduler:
         then the clear requests the API recorded for running runs."""
         if self.config.solo:
             return
+        marker = self.store.changes.marker()  # before the reads it vouches for
+        if marker is not None and marker == self._store_marker:
+            await self._creation.create_due_runs()  # nothing was written: only the clock moved
+            return
         await self._follower.sync_definitions()
         await self._creation.create_due_runs()
         await self._backfills.advance()
         await self._follower.follow_runs()
         await self._clears.apply_pending()
+        self._store_marker = marker
 
     # ------------------------------------------------------------ side effects
 

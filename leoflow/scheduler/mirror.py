@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.progress import topological_order
@@ -43,6 +44,7 @@ class TaskMirror:
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
+    output: str | None = None  # JSON text: what its downstream tasks get as input
 
     @classmethod
     def from_row(cls, row: TaskInstance) -> TaskMirror:
@@ -64,11 +66,15 @@ class RunMirror:
     spec: DagSpec
     order: tuple[str, ...]
     tasks: dict[str, TaskMirror] = field(default_factory=dict)
-    dirty: bool = True
+    dirty_flag: bool = True  # read and set as ``dirty``
+    # Where a run that turns dirty is noted (the book's ``dirty``), so a tick visits
+    # the runs that changed instead of every run.
+    dirty_sink: dict[int, RunMirror] | None = field(default=None, repr=False, compare=False)
     # evaluate/final_state kept up to date as tasks change (costs what changed)
     readiness: RunReadiness | None = None
     logical_date: float | None = None
     deadline_missed_at: float | None = None
+    conf: dict[str, Any] = field(default_factory=dict)  # a mapped task may map over a key
 
     @classmethod
     def build(cls, row: RunRow, spec: DagSpec, tis: Sequence[TaskInstance]) -> RunMirror:
@@ -83,11 +89,23 @@ class RunMirror:
             order=topological_order(spec),
             logical_date=row.logical_date,
             deadline_missed_at=row.deadline_missed_at,
+            conf=row.conf,
         )
         for ti in tis:
             mirror.tasks[ti.task_id] = TaskMirror.from_row(ti)
         mirror.readiness = RunReadiness(spec, mirror.order, mirror.states())
         return mirror
+
+    @property
+    def dirty(self) -> bool:
+        """Something about the run changed since it was last advanced."""
+        return self.dirty_flag
+
+    @dirty.setter
+    def dirty(self, value: bool) -> None:
+        self.dirty_flag = value
+        if value and self.dirty_sink is not None:
+            self.dirty_sink[self.pk] = self
 
     @property
     def run_order(self) -> float:

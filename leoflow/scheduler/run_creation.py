@@ -11,12 +11,14 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict, Unpack
 
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.dbt_run_select import run_tasks
 from leoflow.domain.runs import runs_to_start
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RunState
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import Book
 from leoflow.scheduler.config import LOCAL_RUN_TYPE, SchedulerConfig
+from leoflow.scheduler.cron_due import CronDue
 from leoflow.scheduler.mirror import RunMirror
 from leoflow.store import Store
 from leoflow.store.errors import RunExists
@@ -54,12 +56,12 @@ class RunCreation:
         self._wake = wake
         self._learn = learn
         self._started_at = clock()
-        self._cron_due: dict[str, float] = {}
+        self._cron_due = CronDue()
         self._catchup_capped: set[str] = set()
 
     def schedule_changed(self, dag_id: str) -> None:
         """A new spec: work out its next fire time again."""
-        self._cron_due.pop(dag_id, None)
+        self._cron_due.forget(dag_id)
 
     async def create(self, dag_id: str, **options: Unpack[RunOptions]) -> RunRow:
         spec = self.book.dags.get(dag_id) or await self._learn(dag_id)
@@ -73,9 +75,11 @@ class RunCreation:
             stamp = datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
             suffix = "" if run_type == "scheduled" else "_" + uuid.uuid4().hex[:6]
             run_id = f"{run_type}__{stamp}{suffix}"
+        keep = run_tasks(spec, options.get("conf"))  # RunSelectionError: the caller's to say
         seeds = [
             TaskSeed(t.task_id, t.pool, t.pool_slots, t.priority, t.max_tries)
             for t in spec.tasks.values()
+            if keep is None or t.task_id in keep
         ]
         row = await self.store.create_run(
             dag_id,
@@ -99,9 +103,15 @@ class RunCreation:
     async def create_due_runs(self) -> None:
         """Cron: create the runs whose time has come (one per DAG unless catching up)."""
         now = self._clock()
-        for dag_id, spec in list(self.book.dags.items()):
-            if spec.schedule is None or dag_id in self.book.paused:
-                continue
+        todo = self._cron_due.to_check(now, self.book.dags, self.book.paused)
+        try:
+            await self._create_due(now, todo)
+        except BaseException:
+            self._cron_due.interrupted()
+            raise
+
+    async def _create_due(self, now: float, todo: list[tuple[str, DagSpec]]) -> None:
+        for dag_id, spec in todo:
             due = self._cron_due.get(dag_id)
             if due is not None and due > now:
                 continue  # the next fire time is known and still ahead
@@ -119,7 +129,7 @@ class RunCreation:
             cron = spec.cron()
             base = max(last_date or self._started_at, self._started_at if not spec.catchup else 0.0)
             upcoming = cron.next_after(datetime.fromtimestamp(base, UTC)) if cron else None
-            self._cron_due[dag_id] = upcoming.timestamp() if upcoming else float("inf")
+            self._cron_due.set(dag_id, upcoming.timestamp() if upcoming else float("inf"))
 
     def _catchup_room(self, dag_id: str) -> int:
         queued = sum(
@@ -151,6 +161,8 @@ class RunCreation:
 
     def start_runs(self, now: float, batch: Batch) -> None:
         """Queued runs of unpaused DAGs start, oldest first, up to max_active_runs."""
+        if not any(run.state is RunState.QUEUED for run in self.book.runs.values()):
+            return  # the common tick: a cheap look instead of counting every DAG's runs
         queued: dict[str, list[RunMirror]] = {}
         running: dict[str, int] = {}
         for run in self.book.runs.values():

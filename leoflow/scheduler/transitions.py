@@ -8,6 +8,7 @@ here awaits, so a tick's decisions see one consistent picture.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from leoflow.domain.backfill import run_env
 from leoflow.domain.credentials import issue_ticket
@@ -18,7 +19,9 @@ from leoflow.domain.states import RunState, TaskState
 from leoflow.scheduler import metrics
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import LIVE, Book
+from leoflow.scheduler.mapping import Expansions
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.scheduler.outputs import launch_problem, mirror_inputs
 from leoflow.store.rows import TaskChange
 
 log = logging.getLogger("leoflow.scheduler")
@@ -28,6 +31,7 @@ class Transitions:
     def __init__(self, book: Book, *, uses_agent: bool) -> None:
         self.book = book
         self.uses_agent = uses_agent
+        self.expansions = Expansions()  # mapped tasks wait here for their items
 
     def apply(self, event: ExecutorEvent, batch: Batch) -> None:
         ti = self.book.by_pk.get(event.ti_pk)
@@ -46,7 +50,9 @@ class Transitions:
                 )
                 metrics.RUNNING.inc()
         elif isinstance(event, TaskFinished):
-            self.finish_try(ti, event.reason, event.message, event.exit_code, event.at, batch)
+            self.finish_try(
+                ti, event.reason, event.message, event.exit_code, event.at, batch, event.output
+            )
         elif (
             isinstance(event, LaunchWaiting)
             and ti.state is TaskState.QUEUED
@@ -64,6 +70,7 @@ class Transitions:
         exit_code: int | None,
         at: float,
         batch: Batch,
+        output: str | None = None,
     ) -> None:
         if ti.state not in LIVE:
             return
@@ -79,6 +86,8 @@ class Transitions:
             at=at,
             declared_tries=spec.max_tries if spec is not None else None,
         )
+        if new is TaskState.SUCCESS:
+            fields["output"] = output  # None too: an earlier try's output is gone
         self.book.move(ti, new, batch, **fields)
         if was_running:
             metrics.RUNNING.dec()
@@ -113,7 +122,7 @@ class Transitions:
                 reason=EndReason.SKIPPED,
                 message=f"trigger rule {rule} can no longer be met: " + ", ".join(deciding),
             )
-        for task_id in readiness.ready:
+        for task_id in self.expansions.hold(run, readiness.ready):
             ti = run.tasks[task_id]
             self.book.move(ti, TaskState.SCHEDULED, batch, ready_at=now)
             self.book.offer(ti)
@@ -130,7 +139,11 @@ class Transitions:
             if ti.ready_at is not None:
                 metrics.DISPATCH_LATENCY.observe(max(0.0, now - ti.ready_at))
             self.book.task_changed(ti)
-            batch.launches.append(self._launch_of(self.book.runs[ti.run_pk], ti, batch))
+            run = self.book.runs[ti.run_pk]
+            if (problem := launch_problem(run, ti.task_id)) is not None:
+                self.finish_try(ti, EndReason.LAUNCH_FAILED, problem, None, now, batch)
+                continue
+            batch.launches.append(self._launch_of(run, ti, batch))
             metrics.ADMITTED.inc()
         metrics.observe_admission(self.book.admission)
 
@@ -148,10 +161,15 @@ class Transitions:
             spec=run.spec.tasks[ti.task_id],
             ticket=ticket,
             env=run_env(run.spec, run.logical_date),
+            inputs={} if self.uses_agent else mirror_inputs(run, ti.task_id),
         )
 
-    def finish_runs(self, now: float, batch: Batch) -> None:
-        for run in list(self.book.runs.values()):
+    def finish_runs(
+        self, now: float, batch: Batch, runs: Iterable[RunMirror] | None = None
+    ) -> None:
+        """End the running runs whose tasks are all done: of ``runs`` (the ones whose
+        tasks changed this tick), or of every run."""
+        for run in list(self.book.runs.values() if runs is None else runs):
             if run.state is not RunState.RUNNING:
                 continue
             outcome = (

@@ -18,6 +18,7 @@ from typing import Any, Literal, Self, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from leoflow.store.change_probe import ChangeProbe
 from leoflow.store.diskfull import SpaceWait
 from leoflow.store.engine import create_runner, normalize_url
 from leoflow.store.errors import SchemaNotCurrent, StaleEpoch
@@ -92,6 +93,8 @@ class StoreBase:
         self._runner = create_runner(url)
         self._sqlite = self._runner.dialect == "sqlite"
         self.space = SpaceWait(_disk_of(url))
+        # Whether anything was committed since the last look (the scheduler's poll).
+        self.changes = ChangeProbe(url)
         self._build_statements()
 
     @classmethod
@@ -116,6 +119,7 @@ class StoreBase:
 
     async def close(self) -> None:
         self.space.closed = True
+        self.changes.close()
         await self._runner.close()
 
     @property

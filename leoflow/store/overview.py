@@ -216,7 +216,7 @@ class OverviewRecords(StoreBase):
 
         def op(conn: Connection) -> tuple[list[TaskInstanceRow], dict[int, float]]:
             rows = conn.execute(stmt).all()
-            return [_as_ti(r) for r in rows], {r[1]: r[22] for r in rows}
+            return [_as_ti(r) for r in rows], {r[1]: r[-1] for r in rows}  # created_at: last
 
         return await self._read(op)
 

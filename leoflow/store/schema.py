@@ -121,6 +121,10 @@ task_instances = sa.Table(
     sa.Column("message", sa.Text, nullable=True),
     sa.Column("executor_ref", sa.Text, nullable=True),
     sa.Column("updated_at", Time, nullable=False),
+    # Migration 0005: the last successful try's output (JSON text, at most 64 KB) and,
+    # for one item of a mapped task, that item (JSON text).
+    sa.Column("output", sa.Text, nullable=True),
+    sa.Column("map_item", sa.Text, nullable=True),
     sa.UniqueConstraint("run_pk", "task_id", name="uq_task_instances_run_pk_task_id"),
     sa.Index("ix_task_instances_state", "state"),
     sa.Index("ix_task_instances_dag_id_state", "dag_id", "state"),

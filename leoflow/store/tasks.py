@@ -42,6 +42,7 @@ TASK_FIELDS = frozenset(
         "message",
         "executor_ref",
         "max_tries",
+        "output",
     }
 )
 
@@ -51,7 +52,7 @@ _ti = task_instances.c
 def _ti_row(r: Sequence[Any]) -> TaskInstanceRow:
     return TaskInstanceRow(
         r[0], r[1], r[2], r[3], r[4], TaskState(r[5]), r[6], r[7], r[8], r[9], r[10], r[11],
-        r[12], r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20], r[21],
+        r[12], r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20], r[21], r[22], r[23],
     )  # fmt: skip
 
 

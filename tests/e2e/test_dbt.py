@@ -20,7 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.dbt import copy_project, dbt_bin, query
+from tests.support.dbt import (
+    SHOP_NODES,
+    assert_shop_built,
+    broken_dag,
+    copy_project,
+    dbt_bin,
+    query,
+)
 
 from .conftest import LEOFLOW, Leoflow
 
@@ -96,23 +103,11 @@ dbt:
         [
             "extract_orders",
             "report",
-            "dbt.raw_customers",
-            "dbt.raw_payments",
-            "dbt.stg_customers",
-            "dbt.stg_orders",
-            "dbt.stg_payments",
-            "dbt.customer_revenue",
-            "dbt.customers_snapshot",
-            "dbt.tests",
+            *SHOP_NODES,
         ],
         "success",
     )
-    assert query(database, "select customer_id, revenue from customer_revenue order by 1") == [
-        (1, 37.5),
-        (2, 40.0),
-        (3, 7.25),
-    ]
-    assert query(database, "select count(*) from snapshots.customers_snapshot") == [(3,)]
+    assert_shop_built(database)
     views = query(
         database,
         "select table_name from information_schema.tables where table_type = 'VIEW' order by 1",
@@ -128,22 +123,8 @@ dbt:
 def test_a_failing_model_and_a_failing_test_fail_their_tasks_and_block_only_their_downstream(
     leoflow: Leoflow, home: Path, tmp_path: Path
 ) -> None:
-    copy_project(tmp_path, "broken")
     database = tmp_path / "broken.duckdb"
-    (tmp_path / "broken.yaml").write_text(
-        f"""
-dag_id: broken
-max_active_tasks: 1
-dbt:
-  project_dir: broken
-  profiles_dir: profiles
-  executable: {dbt_bin()}
-  defaults:
-    env: {{SHOP_DUCKDB_PATH: "{database}"}}
-"""
-    )
-
-    done = leoflow("run", str(tmp_path / "broken.yaml"), timeout=840)
+    done = leoflow("run", str(broken_dag(tmp_path, "broken", database)), timeout=840)
 
     assert done.returncode == 1, done.stdout + done.stderr
     tasks = _tasks(home)

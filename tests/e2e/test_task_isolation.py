@@ -45,6 +45,7 @@ def test_a_task_sees_no_control_plane_secret_and_its_own_secret_is_masked(
     assert [n for n in names if n.startswith("LEOFLOW_")] == [
         "LEOFLOW_DAG_ID",
         "LEOFLOW_EXIT_REASON_FILE",  # where a command may write why it failed
+        "LEOFLOW_OUTPUT",  # where it may write its output for its downstream tasks
         "LEOFLOW_RUN_ID",
         "LEOFLOW_SECRET_API_KEY",
         "LEOFLOW_TASK_ID",

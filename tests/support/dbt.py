@@ -43,3 +43,37 @@ def query(database: Path, sql: str) -> list[tuple[object, ...]]:
     import json
 
     return [tuple(row) for row in json.loads(out.stdout)]
+
+
+SHOP_NODES = (
+    "dbt.raw_customers",
+    "dbt.raw_payments",
+    "dbt.stg_customers",
+    "dbt.stg_orders",
+    "dbt.stg_payments",
+    "dbt.customer_revenue",
+    "dbt.customers_snapshot",
+    "dbt.tests",
+)
+
+
+def assert_shop_built(database: Path) -> None:
+    """The shop project's marts and snapshot, as a full build leaves them."""
+    assert query(database, "select customer_id, revenue from customer_revenue order by 1") == [
+        (1, 37.5),
+        (2, 40.0),
+        (3, 7.25),
+    ]
+    assert query(database, "select count(*) from snapshots.customers_snapshot") == [(3,)]
+
+
+def broken_dag(tmp: Path, dag_id: str, database: Path, extra: str = "") -> Path:
+    """A DAG of the broken fixture project alone; ``extra`` adds lines to its dbt section."""
+    copy_project(tmp, "broken")
+    dag = tmp / "broken.yaml"
+    dag.write_text(
+        f"dag_id: {dag_id}\nmax_active_tasks: 1\ndbt:\n  project_dir: broken\n"
+        f"  profiles_dir: profiles\n  executable: {dbt_bin()}\n{extra}"
+        f'  defaults:\n    env: {{SHOP_DUCKDB_PATH: "{database}"}}\n'
+    )
+    return dag

@@ -322,3 +322,45 @@ def test_a_task_id_that_clashes_with_a_dbt_node_is_an_error() -> None:
         """
     )
     assert "tasks.dbt.revenue: task id 'dbt.revenue' is also the task of dbt node" in text
+
+
+def test_batch_wave_plans_the_nodes_of_one_depth_together_with_what_each_waits_for() -> None:
+    from leoflow.dbt import wave
+    from leoflow.domain import dbt_waves
+
+    result = run(DbtSpec(project_dir="shop", batch="wave"), ordinary={"extract"})
+    assert run(DbtSpec(project_dir="shop")).waves is None
+    assert result.waves is not None
+    waves = {level: sorted(members) for level, members in result.waves["waves"].items()}
+    assert waves == {
+        "0": ["dbt.raw_customers", "dbt.stg_orders"],
+        "1": ["dbt.customers_snapshot", "dbt.stg_customers"],
+        "2": ["dbt.test.not_null_stg_customers_id", "dbt.test.relationships_orders_customers"],
+    }  # dbt.revenue is alone at depth 3: no wave
+    member = result.waves["waves"]["2"]["dbt.test.relationships_orders_customers"]
+    assert member["dbt_deps"] == ["dbt.stg_customers", "dbt.stg_orders"]
+    assert member["uid"] == "test.shop.relationships_orders_customers"
+    assert member["select"] == ["relationships_orders_customers"]
+    # The wrapper (stdlib only) reads the same env names the planner writes.
+    assert (wave.ENV_PLAN, wave.ENV_WAVE, wave.ENV_RUNS) == (
+        dbt_waves.ENV_PLAN,
+        dbt_waves.ENV_WAVE,
+        dbt_waves.ENV_RUNS,
+    )
+
+
+def test_batch_wave_refuses_a_trigger_rule_its_leader_cannot_rely_on() -> None:
+    text = dedent(
+        """
+        dag_id: shop
+        dbt:
+          project_dir: shop
+          batch: wave
+          defaults: {trigger_rule: all_done}
+        """
+    )
+    with pytest.raises(DagFileError) as caught:
+        parse_dag(text, Path("shop.yaml"), LoadOptions(dbt=lambda r: run(r.spec)))
+    assert "dbt.batch: batch: wave needs the dbt tasks' trigger_rule all_success" in str(
+        caught.value
+    )

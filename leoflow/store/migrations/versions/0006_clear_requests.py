@@ -5,7 +5,7 @@ holds them in memory), so it records the request here; the scheduler applies it 
 stamps ``applied_at`` and ``outcome``.
 
 Revision ID: 0006
-Revises: 0004 (0005 when the outputs migration is merged before this one)
+Revises: 0005
 Create Date: 2026-12-02
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -96,8 +96,15 @@ class StartRequest(_message.Message):
     def __init__(self, pod_name: _Optional[str] = ..., pod_uid: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class StartResponse(_message.Message):
-    __slots__ = ("argv", "env", "cwd", "timeout_seconds", "secret_names")
+    __slots__ = ("argv", "env", "cwd", "timeout_seconds", "secret_names", "inputs", "output_limit_bytes")
     class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class InputsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -109,12 +116,16 @@ class StartResponse(_message.Message):
     CWD_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SECRET_NAMES_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     argv: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.ScalarMap[str, str]
     cwd: str
     timeout_seconds: float
     secret_names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, argv: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., secret_names: _Optional[_Iterable[str]] = ...) -> None: ...
+    inputs: _containers.ScalarMap[str, str]
+    output_limit_bytes: int
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., secret_names: _Optional[_Iterable[str]] = ..., inputs: _Optional[_Mapping[str, str]] = ..., output_limit_bytes: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ()
@@ -155,20 +166,24 @@ class LogsAck(_message.Message):
     def __init__(self, bytes_received: _Optional[int] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("exit_code", "oom_killed", "timed_out", "signal", "message", "not_started")
+    __slots__ = ("exit_code", "oom_killed", "timed_out", "signal", "message", "not_started", "output", "output_error")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     NOT_STARTED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_ERROR_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
     oom_killed: bool
     timed_out: bool
     signal: int
     message: str
     not_started: bool
-    def __init__(self, exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., signal: _Optional[int] = ..., message: _Optional[str] = ..., not_started: _Optional[bool] = ...) -> None: ...
+    output: str
+    output_error: str
+    def __init__(self, exit_code: _Optional[int] = ..., oom_killed: _Optional[bool] = ..., timed_out: _Optional[bool] = ..., signal: _Optional[int] = ..., message: _Optional[str] = ..., not_started: _Optional[bool] = ..., output: _Optional[str] = ..., output_error: _Optional[str] = ...) -> None: ...
 
 class CompleteResponse(_message.Message):
     __slots__ = ("duplicate",)

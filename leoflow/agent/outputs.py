@@ -1,0 +1,119 @@
+"""A try's inputs and output on disk: the scratch directory the agent gives a command.
+
+The command finds each direct upstream's output (JSON text) in
+``$LEOFLOW_INPUTS_DIR/<task>.json`` and, when small enough, in ``LEOFLOW_INPUT_<TASK>``;
+it may write one JSON value to ``$LEOFLOW_OUTPUT``. The directory lives under
+``TMPDIR`` (else ``/tmp``, an emptyDir under a read-only root filesystem) and is
+removed when the try ends.
+
+Stdlib only: the agent and Lite's subprocess executor share it. The scheduler checks
+the output again (``leoflow.domain.outputs``); this check gives the command's own
+log the same sentence early.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Mapping
+
+from leoflow.agent.environment import TaskUser
+
+# An input is also an environment variable when it is this small, and while all the
+# inputs in the environment stay under the second figure: a process's environment
+# and argv share ARG_MAX (2 MB on a default Linux stack), one string at most 128 KB.
+ENV_INPUT_LIMIT = 64 * 1024
+ENV_INPUTS_TOTAL = 256 * 1024
+
+
+def input_env_name(task_id: str) -> str:
+    """``LEOFLOW_INPUT_`` + the task id, ASCII letters upper-cased, anything but a
+    letter or digit ``_`` (the rule ``leoflow.domain.outputs`` states)."""
+    return "LEOFLOW_INPUT_" + "".join(
+        c.upper() if c.isascii() and c.isalnum() else "_" for c in task_id
+    )
+
+
+class TaskFiles:
+    """One try's scratch directory; ``prepare`` makes it, ``take_output`` reads the
+    output back, ``remove`` deletes it."""
+
+    def __init__(
+        self, inputs: Mapping[str, str], output_limit: int, user: TaskUser | None = None
+    ) -> None:
+        self.inputs = dict(inputs)
+        self.output_limit = output_limit
+        self.user = user
+        self.root = ""
+
+    @property
+    def output_path(self) -> str:
+        return os.path.join(self.root, "output.json")
+
+    def prepare(self) -> dict[str, str]:
+        """Make the directory and the input files; the variables for the command."""
+        base = os.environ.get("TMPDIR") or "/tmp"
+        self.root = tempfile.mkdtemp(prefix="leoflow-io-", dir=base)
+        env: dict[str, str] = {}
+        if self.output_limit > 0:
+            env["LEOFLOW_OUTPUT"] = self.output_path
+        if self.inputs:
+            inputs_dir = os.path.join(self.root, "inputs")
+            os.mkdir(inputs_dir)
+            env["LEOFLOW_INPUTS_DIR"] = inputs_dir
+            budget = ENV_INPUTS_TOTAL
+            for task_id, text in sorted(self.inputs.items()):
+                if os.sep in task_id or task_id in ("", ".", ".."):
+                    continue  # never a path outside the directory
+                with open(os.path.join(inputs_dir, f"{task_id}.json"), "w", encoding="utf-8") as f:
+                    f.write(text)
+                size = len(text.encode("utf-8", errors="surrogatepass"))
+                if size <= ENV_INPUT_LIMIT and size <= budget:
+                    env[input_env_name(task_id)] = text
+                    budget -= size
+        if self.user is not None and os.geteuid() == 0:
+            for path in _tree(self.root):
+                os.chown(path, self.user.uid, self.user.gid)
+        return env
+
+    def take_output(self) -> tuple[str | None, str]:
+        """(the output's JSON text or None when the command wrote none, why it cannot be
+        taken or ""). A symbolic link or anything but a regular file is refused: the
+        agent may read what the command's user cannot."""
+        if not self.root or self.output_limit <= 0:
+            return None, ""
+        try:
+            fd = os.open(self.output_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None, ""
+        except OSError as exc:
+            return None, f"the output file $LEOFLOW_OUTPUT could not be read: {exc.strerror}"
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None, "the output $LEOFLOW_OUTPUT is not a regular file"
+            data = handle.read(self.output_limit + 1)
+        limit = self.output_limit
+        if len(data) > limit:
+            return None, f"the output is over the limit of {limit} bytes ({limit // 1024} KB)"
+        try:
+            text = data.decode("utf-8")
+            json.loads(text)
+        except ValueError as exc:
+            return None, f"the output is not valid JSON: {exc}"
+        return text, ""
+
+    def remove(self) -> None:
+        if self.root:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(self.root)
+
+
+def _tree(root: str) -> list[str]:
+    paths = [root]
+    for parent, dirs, files in os.walk(root):
+        paths.extend(os.path.join(parent, name) for name in [*dirs, *files])
+    return paths

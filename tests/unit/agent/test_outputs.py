@@ -1,0 +1,74 @@
+"""The agent's scratch directory: input files and variables, and reading the output back."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from leoflow.agent.outputs import ENV_INPUT_LIMIT, TaskFiles, input_env_name
+
+
+@pytest.fixture(autouse=True)
+def _tmpdir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
+def test_the_env_name_rule() -> None:
+    assert input_env_name("load-2.b") == "LEOFLOW_INPUT_LOAD_2_B"
+    assert input_env_name("Extract_Orders") == "LEOFLOW_INPUT_EXTRACT_ORDERS"
+
+
+def test_inputs_are_files_and_small_ones_also_variables(tmp_path: Path) -> None:
+    big = json.dumps("x" * ENV_INPUT_LIMIT)
+    files = TaskFiles({"a": "[1]", "big": big}, 65536)
+    env = files.prepare()
+    assert env["LEOFLOW_OUTPUT"] == os.path.join(files.root, "output.json")
+    assert Path(files.root).parent == tmp_path
+    inputs = Path(env["LEOFLOW_INPUTS_DIR"])
+    assert (inputs / "a.json").read_text() == "[1]"
+    assert (inputs / "big.json").read_text() == big
+    assert env["LEOFLOW_INPUT_A"] == "[1]"
+    assert "LEOFLOW_INPUT_BIG" not in env  # over 64 KB: the file only
+    files.remove()
+    assert not Path(files.root).exists()
+
+
+def test_no_output_written_is_none_and_a_written_one_is_its_text() -> None:
+    files = TaskFiles({}, 100)
+    env = files.prepare()
+    assert "LEOFLOW_INPUTS_DIR" not in env
+    assert files.take_output() == (None, "")
+    Path(env["LEOFLOW_OUTPUT"]).write_text('{"ok": true}')
+    assert files.take_output() == ('{"ok": true}', "")
+
+
+def test_a_too_big_or_broken_output_says_why() -> None:
+    files = TaskFiles({}, 10)
+    path = Path(files.prepare()["LEOFLOW_OUTPUT"])
+    path.write_text(json.dumps("x" * 20))
+    assert files.take_output() == (None, "the output is over the limit of 10 bytes (0 KB)")
+    path.write_text("{")
+    output, error = files.take_output()
+    assert output is None and error.startswith("the output is not valid JSON: ")
+    path.write_bytes(b'"\xff"')
+    assert files.take_output()[1].startswith("the output is not valid JSON: ")
+
+
+def test_a_symlink_planted_as_the_output_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('"only root may read this"')
+    files = TaskFiles({}, 100)
+    os.symlink(secret, files.prepare()["LEOFLOW_OUTPUT"])
+    output, error = files.take_output()
+    assert output is None
+    assert error.startswith("the output file $LEOFLOW_OUTPUT could not be read")
+
+
+def test_an_old_scheduler_takes_no_output_and_gets_no_variable() -> None:
+    files = TaskFiles({"a": "1"}, 0)
+    env = files.prepare()
+    assert "LEOFLOW_OUTPUT" not in env and env["LEOFLOW_INPUT_A"] == "1"
+    assert files.take_output() == (None, "")
