@@ -36,6 +36,7 @@ from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
 from leoflow.scheduler.mirror import RunMirror
 from leoflow.scheduler.outputs import mirror_inputs, stored_inputs
+from leoflow.scheduler.ticket_batch import TicketBatcher
 from leoflow.secrets import SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
@@ -75,9 +76,10 @@ class SchedulerBackend:
         self._secrets = secrets
         self._clock = time.time
         self._specs: dict[str, tuple[str, DagSpec]] = {}
+        self._tickets = TicketBatcher(store.consume_tickets)
 
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
-        use = await self._store.consume_ticket(ticket_hash, now)
+        use = await self._tickets.consume(ticket_hash, now)
         return TicketUse(use.status, use.ti_pk, use.try_number)
 
     # ------------------------------------------------------------ leader path

@@ -201,7 +201,8 @@ class TaskInstanceRecords(StoreBase):
                     current[pk] = (state, try_number)
 
             results = [False] * len(changes)
-            groups: list[tuple[tuple[tuple[str, ...], bool], list[dict[str, Any]]]] = []
+            groups: dict[tuple[int, tuple[str, ...], bool], list[dict[str, Any]]] = {}
+            level: dict[int, int] = {}
             for index, change in enumerate(changes):
                 row = current.get(change.ti_pk)
                 expected = TaskState(change.expected).value
@@ -214,15 +215,16 @@ class TaskInstanceRecords(StoreBase):
                 next_try = change.fields.get("try_number", row[1])
                 current[change.ti_pk] = (new, next_try if isinstance(next_try, int) else row[1])
                 keys = tuple(sorted(change.fields))
-                key = (keys, change.expected_try is not None)
-                params = _change_params(change, keys, expected, new, at)
-                # Consecutive changes of one shape go out as one executemany, in order.
-                if groups and groups[-1][0] == key:
-                    groups[-1][1].append(params)
-                else:
-                    groups.append((key, [params]))
+                # A row's k-th change of this batch goes out at level k: each level's
+                # changes of one shape are one executemany, whatever order the events
+                # came in (a tick's Starts and Completes interleave), and every row's
+                # changes still apply in order.
+                depth = level.get(change.ti_pk, 0)
+                level[change.ti_pk] = depth + 1
+                key = (depth, keys, change.expected_try is not None)
+                groups.setdefault(key, []).append(_change_params(change, keys, expected, new, at))
 
-            for (keys, with_try), batch in groups:
+            for (_, keys, with_try), batch in sorted(groups.items(), key=lambda g: g[0][0]):
                 result = conn.execute(_ti_update(keys, with_try), batch)
                 if result.rowcount >= 0 and result.rowcount != len(batch):
                     raise StoreError(

@@ -7,6 +7,8 @@ one exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -33,6 +35,19 @@ class TicketRecords(StoreBase):
         self._ticket_by_hash = sa.select(_ticket.ti_pk, _ticket.try_number, _ticket.used_at).where(
             _ticket.hash == sa.bindparam("b_hash")
         )
+        self._consume_tickets = (
+            sa.update(tickets)
+            .where(
+                _ticket.hash.in_(sa.bindparam("b_hashes", expanding=True)),
+                _ticket.used_at.is_(None),
+                _ticket.expires_at > sa.bindparam("b_now"),
+            )
+            .values(used_at=sa.bindparam("b_now"))
+            .returning(_ticket.hash, _ticket.ti_pk, _ticket.try_number)
+        )
+        self._tickets_by_hash = sa.select(
+            _ticket.hash, _ticket.ti_pk, _ticket.try_number, _ticket.used_at
+        ).where(_ticket.hash.in_(sa.bindparam("b_hashes", expanding=True)))
 
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
         """Use a ticket once. A failure says why: unknown, already used (replayed, even
@@ -48,5 +63,29 @@ class TicketRecords(StoreBase):
             return TicketUse(
                 "replayed" if row[2] is not None else "expired", int(row[0]), int(row[1])
             )
+
+        return await self._write(op, None)
+
+    async def consume_tickets(self, hashes: Sequence[str], now: float) -> dict[str, TicketUse]:
+        """``consume_ticket`` for many distinct tickets in one transaction (the agent
+        endpoint's Exchanges that arrived together); every hash gets its answer."""
+        wanted = list(dict.fromkeys(hashes))
+
+        def op(conn: Connection) -> dict[str, TicketUse]:
+            args = {"b_hashes": wanted, "b_now": now}
+            out = {
+                str(row[0]): TicketUse("ok", int(row[1]), int(row[2]))
+                for row in conn.execute(self._consume_tickets, args)
+            }
+            missing = [h for h in wanted if h not in out]
+            if missing:
+                for row in conn.execute(self._tickets_by_hash, {"b_hashes": missing}):
+                    used = row[3] is not None
+                    out[str(row[0])] = TicketUse(
+                        "replayed" if used else "expired", int(row[1]), int(row[2])
+                    )
+            for h in missing:
+                out.setdefault(h, TicketUse("unknown", None, None))
+            return out
 
         return await self._write(op, None)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from .agents import SimulatedAgents
 from .objects import now
 from .registry import PODS
 from .server import FakeApiServer
@@ -81,6 +82,12 @@ class Outcome:
     def run_command(cls) -> Outcome:
         """Run the container's command as a local process."""
         return cls("run")
+
+    @classmethod
+    def agent(cls) -> Outcome:
+        """Speak the pod agent's part over gRPC in this process (``agents.py``), then
+        exit as the agent does: 0 when its Complete was accepted."""
+        return cls("agent")
 
 
 @dataclass(frozen=True)
@@ -148,8 +155,10 @@ class FakeKubelet:
         default: Outcome | None = None,
         namespace: str | None = None,
         inherit_env: bool = True,
+        agents: SimulatedAgents | None = None,
     ) -> None:
         self.server = server
+        self.agents = agents or SimulatedAgents()
         self.node_name = node_name
         self.namespace = namespace
         self.inherit_env = inherit_env
@@ -295,6 +304,9 @@ class FakeKubelet:
             self._status(run, lambda s: self._running(s, containers, started))
             if outcome.kind == "run":
                 results = await asyncio.gather(*(self._process(pod, c, run) for c in containers))
+            elif outcome.kind == "agent":
+                results = [await self.agents.run(pod, containers[0])]
+                results += [(0, "Completed", "") for _ in containers[1:]]
             else:
                 results = await self._scripted(containers, outcome, run)
             if outcome.kind == "evicted" and not run.terminating.is_set():

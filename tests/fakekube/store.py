@@ -14,13 +14,20 @@ a watcher that snapshots history and subscribes in one call can never miss an ev
 from __future__ import annotations
 
 import asyncio
-import copy
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 JsonObj = dict[str, Any]
 Key = tuple[str, str, str]  # (resource, namespace, name); resource is "pods" or "leases"
+
+
+def _clone(obj: JsonObj) -> JsonObj:
+    """A deep copy; a pickle round trip is 3-4x faster than ``copy.deepcopy`` on a pod,
+    which a thousand-pod benchmark does a dozen times per pod."""
+    clone: JsonObj = pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    return clone
 
 
 @dataclass(frozen=True)
@@ -73,12 +80,21 @@ class Store:
     def get(self, resource: str, namespace: str, name: str) -> JsonObj | None:
         """A deep copy of the stored object, or None."""
         obj = self._objects.get((resource, namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return _clone(obj) if obj is not None else None
 
     def objects(self, resource: str, namespace: str | None) -> list[JsonObj]:
         """Deep copies of the objects, sorted by namespace then name (etcd key order)."""
         keys = sorted(k for k in self._objects if k[0] == resource and namespace in (None, k[1]))
-        return [copy.deepcopy(self._objects[k]) for k in keys]
+        return [_clone(self._objects[k]) for k in keys]
+
+    def count(self, resource: str, namespace: str | None, pred: Any) -> int:
+        """How many stored objects satisfy ``pred`` (it must not change them): no copies,
+        for a benchmark that asks often about a thousand pods."""
+        return sum(
+            1
+            for (res, ns, _), obj in self._objects.items()
+            if res == resource and namespace in (None, ns) and pred(obj)
+        )
 
     def history_since(self, rv: int, resource: str, namespace: str | None) -> list[StoreEvent]:
         """Events after ``rv`` for that resource; caller checks compaction first."""
@@ -100,12 +116,14 @@ class Store:
         key = (resource, namespace, name)
         prev = self._objects.get(key)
         rv = self.next_rv()
-        stored = copy.deepcopy(obj)
+        stored = _clone(obj)
         stored.setdefault("metadata", {})["resourceVersion"] = str(rv)
         self._objects[key] = stored
         kind = "ADDED" if prev is None else "MODIFIED"
-        self._emit(StoreEvent(kind, rv, resource, namespace, copy.deepcopy(stored), prev))
-        return copy.deepcopy(stored)
+        # A stored object is never changed in place (a write replaces it), so the event
+        # shares it, as ``prev`` always has; watchers and the kubelet only read events.
+        self._emit(StoreEvent(kind, rv, resource, namespace, stored, prev))
+        return _clone(stored)
 
     def remove(self, resource: str, namespace: str, name: str) -> JsonObj | None:
         """Delete the object now: a DELETED event carrying its last state and a new RV."""
@@ -114,9 +132,9 @@ class Store:
         if prev is None:
             return None
         rv = self.next_rv()
-        gone = copy.deepcopy(prev)
+        gone = _clone(prev)
         gone["metadata"]["resourceVersion"] = str(rv)
-        self._emit(StoreEvent("DELETED", rv, resource, namespace, copy.deepcopy(gone), prev))
+        self._emit(StoreEvent("DELETED", rv, resource, namespace, _clone(gone), prev))
         return gone
 
     def _emit(self, event: StoreEvent) -> None:
