@@ -79,6 +79,10 @@ def resolve(path: Path, text: str, cache_dir: Path) -> Resolved:
     default_keys = list(raw.get("defaults") or {})
     tasks = {t: task_mapping(spec.tasks[t], default_keys) for t in dbt_ids}
     document = resolved_document(raw, tasks, resolution)
+    if spec.dbt is not None and spec.dbt.graph is not None:
+        # What a run's conf selection (dbt_select) is evaluated on: the API has no
+        # project to read it from.
+        document["dbt"]["graph"] = spec.dbt.graph
     return Resolved(_dump(document), resolution)
 
 

@@ -130,6 +130,15 @@ async def test_apply_stores_the_tasks_the_lite_loader_makes_and_says_where_from(
     assert stored.tasks["dbt.a"].env["REGION"] == "eu"
     assert stored.tasks["dbt.a"].env["MINI_DB"] == "/data/mini.duckdb"
     assert stored.dbt is not None and stored.dbt.project_dir == "mini"  # as written
+    # The selection graph comes along, so a run of part of the project works in Pro.
+    assert lite.dbt is not None and stored.dbt.graph == lite.dbt.graph is not None
+    conf = '{"dbt_select": "b+"}'
+    code, out, err = await cli(live, "trigger", "mini_pro", "--conf", conf, "--run-id", "part")
+    assert code == 0, out + err
+    part = await pg_store.find_run("mini_pro", "part")
+    assert part is not None
+    tis = await pg_store.list_task_instances(run_pk=part.pk)
+    assert {ti.task_id for ti in tis} == {"dbt.b", "dbt.c", "publish"}
 
     async with httpx.AsyncClient(base_url=live.url, headers=auth_header("viewer")) as client:
         detail = (await client.get("/api/v1/dags/mini_pro")).json()
