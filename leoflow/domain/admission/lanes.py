@@ -90,7 +90,6 @@ class Lanes:
 
     __slots__ = (
         "active",
-        "armed",
         "groups",
         "lanes",
         "parked_groups",
@@ -107,8 +106,6 @@ class Lanes:
         self.active = 0  # lanes IN the top heap
         self.parked_groups: dict[str, set[Group]] = {}  # by DAG
         self.parked_lanes: dict[str, set[Lane]] = {}  # by pool
-        # By DAG: the groups its last re-arm put back into their lanes (see ``repark``).
-        self.armed: dict[str, list[Group]] = {}
         self.tokens = itertools.count()
         # Seqs of withdrawn entries still inside a group heap (usually empty, so the
         # hot path never probes a big dict).
@@ -206,7 +203,6 @@ class Lanes:
         if not parked:
             return
         withdrawn = self.withdrawn
-        armed = []
         for g in parked:
             g.state = IDLE
             gheap = g.heap
@@ -214,34 +210,6 @@ class Lanes:
                 withdrawn.discard(heapq.heappop(gheap)[4])
             if gheap:
                 self.enter_lane(g, gheap[0])
-                armed.append(g)
-        self.armed[dag] = armed
-
-    def repark(self, dag: str) -> None:
-        """Park again the groups ``dag``'s last re-arm put back, now that it is full.
-
-        Why this is safe: a group of a full DAG can admit nothing until the DAG has
-        room again, and room comes only from ``release``, ``set_dag_limit`` or
-        ``clear_dag_limit``, each of which re-arms the DAG's parked groups. The walk
-        would park each of these groups anyway on reaching it (a walk only ever fills
-        DAGs), so parking them now changes no decision; it only spares the heap work
-        of reaching them. Their lane entries become stale (token reset) and are
-        dropped when they surface; a stale entry stays a lower bound of its lane's
-        head, so lane and top keys remain lower bounds. A group in the list that
-        has since left its lane (parked, emptied) is skipped by its state; one that
-        was re-armed again is IN and may be parked just the same.
-        """
-        gs = self.armed.pop(dag, None)
-        if not gs:
-            return
-        parked = self.parked_groups.get(dag)
-        if parked is None:
-            parked = self.parked_groups[dag] = set()
-        for g in gs:
-            if g.state == IN:
-                g.lane.members -= 1
-                g.state, g.token = PARKED, NO_TOKEN
-                parked.add(g)
 
     def rearm_pool(self, pool: str, free: int) -> None:
         """Return the pool's parked lanes whose pool_slots fit in ``free`` to the top."""

@@ -183,19 +183,9 @@ class Admission:
             g.live -= 1
             held[c.key] = c
             n_held += 1
-            used = dag_used[dag] = dag_used.get(dag, 0) + 1
+            dag_used[dag] = dag_used.get(dag, 0) + 1
             pool_used[pool] = pool_used.get(pool, 0) + lane.demand
             out.append(c)
-            if used == cap_dag:
-                # The DAG is full: g (still on top of its lane) and the other groups
-                # its last re-arm put back are parked now (see Lanes.repark).
-                heappop(lheap)
-                lane.members -= 1
-                s.park_group(g)
-                s.repark(dag)
-                if not follow(lheap, top, lane, tokens):
-                    s.active -= 1
-                continue
             # Re-key g and its lane now, while both sit on top of their heaps: the next
             # round then usually finds them exact and admits without a detour.
             while gheap and gheap[0][4] in withdrawn:
