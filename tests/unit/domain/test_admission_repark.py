@@ -1,5 +1,5 @@
-"""A DAG at its limit that frees a slot: its groups come back, one candidate starts,
-the rest are parked again at once (``Lanes.repark``) and return on the next release."""
+"""A DAG at its limit that frees a slot: its parked groups come back, one candidate
+starts, the rest wait (parked again) and start one release at a time, in order."""
 
 from __future__ import annotations
 
