@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from leoflow.domain.dbt_compact import compact_graph
+from leoflow.domain.dbt_compact import compact_graph, compact_problem
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
 from leoflow.domain.dbt_resolved import DbtResolution
 from leoflow.domain.dbt_waves import plan_waves
@@ -60,7 +60,8 @@ class DbtSpec(BaseModel):
     # wave: the models of one wave may share one dbt invocation (leoflow.domain.dbt_waves)
     batch: Literal["none", "wave"] = "none"
     # Set by the loader from the manifest (leoflow.domain.dbt_compact), whatever a file
-    # says: what a run's conf selection (dbt_select) is evaluated on.
+    # says, or sent resolved by ``leoflow dags apply``: what a run's conf selection
+    # (dbt_select) is evaluated on.
     graph: dict[str, Any] | None = None
     # The DAG file's folder inside the DAG image, for tasks run as pods
     # (leoflow/dbt/image.py); None: the same path as where the file is loaded.
@@ -89,6 +90,14 @@ class DbtSpec(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
+        return value
+
+    @field_validator("graph")
+    @classmethod
+    def _graph_shape(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        problem = None if value is None else compact_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("image_dir")

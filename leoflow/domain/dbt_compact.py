@@ -6,7 +6,7 @@ where no project is on disk (the API), so the DAG keeps this in ``dbt.graph``. P
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from leoflow.domain.dbt_graph import Graph
@@ -33,6 +33,48 @@ def compact_graph(graph: Graph, tasks: Mapping[str, str]) -> dict[str, Any]:
             graph.parents[uid],
         ]
     return {"project": graph.project, "nodes": nodes, "tasks": dict(tasks)}
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _text_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+# resource_type, name, package, fqn, tags, path, source_name, parents
+_NODE_SHAPE: tuple[Callable[[object], bool], ...] = (
+    _text, _text, _text, _strings, _strings, _text, _text_or_none, _strings,
+)  # fmt: skip
+
+
+def compact_problem(compact: object) -> str | None:
+    """What is wrong with a ``dbt.graph`` a document carries (``leoflow dags apply``
+    sends it), so that a malformed one is a load error, not a failed trigger."""
+    if not isinstance(compact, dict):
+        return "expected the mapping `leoflow dags apply` writes"
+    nodes, tasks = compact.get("nodes"), compact.get("tasks")
+    if not isinstance(compact.get("project", ""), str):
+        return "project: expected a string"
+    if not isinstance(nodes, dict):
+        return "nodes: expected a mapping of node id to its fields"
+    for uid, fields in nodes.items():
+        if not (
+            isinstance(fields, list)
+            and len(fields) == len(_NODE_SHAPE)
+            and all(ok(v) for ok, v in zip(_NODE_SHAPE, fields, strict=True))
+        ):
+            return f"nodes.{uid}: expected [type, name, package, fqn, tags, path, source, parents]"
+    if not isinstance(tasks, dict) or not all(
+        isinstance(t, str) and isinstance(u, str) for t, u in tasks.items()
+    ):
+        return "tasks: expected a mapping of task id to node id"
+    return None
 
 
 def graph_of(compact: Mapping[str, Any]) -> Graph:

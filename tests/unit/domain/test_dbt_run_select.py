@@ -78,3 +78,27 @@ def test_a_partial_run_of_a_wave_dag_batches_no_wave() -> None:
     part = spec.model_copy(update={"tasks": {t: s for t, s in spec.tasks.items() if t in keep}})
     assert run_env(part, None) == {"LEOFLOW_DBT_WAVE": ""}
     assert partial_run_env(_spec().model_copy(update={"tasks": part.tasks})) == {}  # not wave
+
+
+@pytest.mark.parametrize(
+    ("graph", "problem"),
+    [
+        ("nodes", "Input should be a valid dictionary"),
+        ({"nodes": [], "tasks": {}}, "nodes: expected a mapping"),
+        ({"nodes": {"model.p.a": ["model", "a"]}, "tasks": {}}, "nodes.model.p.a: expected"),
+        ({"nodes": {"model.p.a": ["model", "a", "p", "fqn", [], "", None, []]}, "tasks": {}},
+         "nodes.model.p.a: expected"),
+        ({"nodes": {}, "tasks": {"dbt.a": 1}}, "tasks: expected a mapping"),
+        ({"project": 7, "nodes": {}, "tasks": {}}, "project: expected a string"),
+    ],
+)  # fmt: skip
+def test_a_malformed_graph_a_document_carries_is_a_load_error_at_dbt_graph(
+    graph: object, problem: str
+) -> None:
+    # ``leoflow dags apply`` sends the graph; anything else that POSTs one must not make
+    # every later conf selection on the DAG fail with a crash instead of an answer.
+    good = _spec().model_dump(mode="json")
+    with pytest.raises(ValueError, match=r"dbt\.graph") as raised:
+        DagSpec.model_validate({**good, "dbt": {**good["dbt"], "graph": graph}})
+    assert problem in str(raised.value)
+    assert DagSpec.model_validate(good).dbt.graph == good["dbt"]["graph"]  # type: ignore[union-attr]
