@@ -20,8 +20,9 @@ the hook, 5.1 with setpriv: setpriv's own exec is the difference). The hook stay
 where setpriv is missing or cannot take over: a program that is not found (so the
 agent's own "command not found" sentence stays), or a task user to switch to (setpriv
 would run as that user, and a permission error would read as the command's own exit).
-setpriv does not re-check the parent after its request as the hook does: an agent
-killed in that microsecond leaves the command to whoever watches the agent.
+setpriv does not re-check the parent after its request as the hook does, and makes
+it a few milliseconds later (its own exec): an agent killed in that window leaves the
+command to whoever watches the agent (Lite kills the process group).
 """
 
 from __future__ import annotations

@@ -55,6 +55,13 @@ PARENT = textwrap.dedent(
 )
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def _gone(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
@@ -72,7 +79,12 @@ def test_the_command_gets_sigkill_when_its_parent_is_killed(way: str) -> None:
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
     try:
-        assert not _gone(child)
+        # The request is made by the child itself (setpriv, or the hook before exec):
+        # wait until it runs `sleep`, so the request is in place before the kill.
+        deadline = time.monotonic() + 60
+        while _comm(child) != "sleep":
+            assert time.monotonic() < deadline, f"{child} never became sleep ({way})"
+            time.sleep(0.01)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=60)
         deadline = time.monotonic() + 60
