@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -53,6 +53,7 @@ from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mapping import Expander
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.notifications import Notifications
+from leoflow.scheduler.poll_steps import SteppedPoll
 from leoflow.scheduler.recovery import recover
 from leoflow.scheduler.retention import Retention
 from leoflow.scheduler.run_creation import RunCreation, RunOptions
@@ -162,6 +163,7 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
+        self._poll = SteppedPoll()
         self._store_marker: int | None = None  # store.changes at the last full poll
         self._stopping = False
         self.failure: BaseException | None = None
@@ -230,6 +232,7 @@ class Scheduler:
         it: a DAG written by the folder loader or the API, a trigger, a pool)."""
         self._follower.forget_fingerprint()
         self._last_poll = 0.0
+        self._poll.urge()
         self._wakeup.set()
 
     async def reload_run(self, run_pk: int) -> None:
@@ -323,7 +326,7 @@ class Scheduler:
             while not self._stopping:
                 now = self._clock()
                 timeout = self._timers.next_deadline(now, self.config.poll_interval) - now
-                if timeout > 0 and not self._events:
+                if timeout > 0 and not self._events and not self._poll.pending:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), timeout)
                 self._wakeup.clear()
@@ -350,9 +353,11 @@ class Scheduler:
         now = self._clock()
         # Read the store while the book still equals what is committed: between
         # here and the flush below the book runs ahead of the store.
-        if now - self._last_poll >= self.config.poll_interval:
+        if now - self._last_poll >= self.config.poll_interval and not self._poll.pending:
             self._last_poll = now
-            await self._poll_store()
+            self._poll.begin(self._poll_steps())
+        if self._poll.pending:  # a step, and more only while no event waits
+            await self._poll.run(lambda: bool(self._events))
         await self._deadlines.check(now)
         pending, self._events = self._events, []
         self._ticking = pending
@@ -396,9 +401,14 @@ class Scheduler:
             self._wakeup.set()
 
     async def _poll_store(self) -> None:
+        async for _ in self._poll_steps():
+            pass
+
+    async def _poll_steps(self) -> AsyncIterator[None]:
         """Follow what other processes wrote: DAG definitions and pools, due cron runs,
         new runs (API triggers, cleared runs), runs that ended under us (API cancels),
-        then the clear requests the API recorded for running runs."""
+        then the clear requests the API recorded for running runs. Yields between
+        steps: an event that arrives meanwhile goes first (``poll_steps``)."""
         if self.config.solo:
             return
         marker = self.store.changes.marker()  # before the reads it vouches for
@@ -406,9 +416,13 @@ class Scheduler:
             await self._creation.create_due_runs()  # nothing was written: only the clock moved
             return
         await self._follower.sync_definitions()
+        yield
         await self._creation.create_due_runs()
+        yield
         await self._backfills.advance()
+        yield
         await self._follower.follow_runs()
+        yield
         await self._clears.apply_pending()
         self._store_marker = marker
 
