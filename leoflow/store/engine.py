@@ -171,8 +171,11 @@ def create_sqlite_engine(url: URL) -> sa.Engine:
 def create_postgres_engine(url: URL) -> AsyncEngine:
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    # pre_ping: after a restart the pooled connections are dead; find out before use.
-    return create_async_engine(url, pool_size=5, max_overflow=10, pool_pre_ping=True)
+    # No pre_ping: it cost a round trip on every checkout, that is on every store call.
+    # After a restart the pooled connections are dead; the first call on one fails as
+    # a disconnect, which invalidates the whole pool, and ``_retrying`` runs that
+    # transaction again on a fresh connection (tests/integration/kube/test_db_restart.py).
+    return create_async_engine(url, pool_size=5, max_overflow=10)
 
 
 class Runner(Protocol):
