@@ -22,6 +22,7 @@ import sys
 from leoflow.domain.leadership import Elector
 from leoflow.runtime.assembly import Closer
 from leoflow.runtime.health import serve_health
+from leoflow.runtime.heap import freeze_startup
 from leoflow.runtime.lease import db_election_config
 from leoflow.runtime.parts import make_executor, scheduler_config, secret_backend, serve_agents
 from leoflow.scheduler import metrics
@@ -69,6 +70,7 @@ class SchedulerReplica:
             )
             scheduler.notifications.secrets = secret_backend(self.settings)
             await scheduler.start()
+            freeze_startup()
             self.scheduler = scheduler
             await scheduler.join()
         finally:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from leoflow.kube.client import KubeClient
 from leoflow.kube.executor import KubernetesExecutor
+from leoflow.runtime.heap import freeze_startup
 from leoflow.runtime.parts import scheduler_config, secret_backend, serve_agents
 from leoflow.scheduler.agent_service import AgentService
 from leoflow.scheduler.core import Scheduler
@@ -39,6 +40,7 @@ async def pro_stack(
         scheduler = Scheduler(store, executor, scheduler_config(settings, pools), epoch=epoch)
         scheduler.notifications.secrets = secret_backend(settings)
         await scheduler.start()
+        freeze_startup()
         try:
             assert executor.cache is not None
             assert await executor.cache.wait_synced(timeout=60), "the pod cache never synced"
