@@ -11,6 +11,7 @@ read on stdin: ``{"op": "hold"|"release"|"running"|"stats"|"quit"}``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -53,6 +54,10 @@ async def main() -> None:
     async with FakeApiServer(restricted_namespaces=[NS]) as srv:
         kubelet = FakeKubelet(srv, default=Outcome.agent(), namespace=NS, agents=agents)
         async with kubelet:
+            # Its imports frozen (as leoflow.runtime.heap does the scheduler's): full
+            # collections stalled this process for up to 0.6 s, creates waiting behind.
+            gc.collect()
+            gc.freeze()
             print(json.dumps({"url": srv.url}), flush=True)
             while line := await reader.readline():
                 op = json.loads(line)["op"]

@@ -11,10 +11,10 @@ show); a running bound pod only gets ``deletionTimestamp`` (now + grace) and
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from .objects import CONTAINER_ORDER, POD_SPEC_ORDER, POD_STATUS_ORDER, now, ordered
+from .store import _clone
 
 JsonObj = dict[str, Any]
 
@@ -36,7 +36,7 @@ DEFAULT_TOLERATIONS = (
 
 
 def _default_container(c: JsonObj) -> JsonObj:
-    c = copy.deepcopy(c)
+    c = _clone(c)
     resources = c.setdefault("resources", {})
     limits = resources.get("limits") or {}
     requests = resources.setdefault("requests", {}) if limits else resources.get("requests")
@@ -76,7 +76,7 @@ def qos_class(spec: JsonObj) -> str:
 
 def default_pod(pod: JsonObj) -> JsonObj:
     """Fill the defaults transcript 01 shows and return a fresh Pending pod."""
-    pod = copy.deepcopy(pod)
+    pod = _clone(pod)
     spec = pod.setdefault("spec", {})
     for key in ("initContainers", "containers"):
         if key in spec:
@@ -118,7 +118,7 @@ def effective_grace(pod: JsonObj, requested: int | None) -> int:
 
 def bind(pod: JsonObj, node: str) -> JsonObj:
     """What a Binding does to the pod: nodeName and a PodScheduled=True condition."""
-    pod = copy.deepcopy(pod)
+    pod = _clone(pod)
     pod["spec"]["nodeName"] = node
     pod["spec"] = ordered(pod["spec"], POD_SPEC_ORDER)
     status = pod.setdefault("status", {})

@@ -17,7 +17,7 @@ from . import pods
 from .objects import META_ORDER, later, managed_entry, ordered, stamp_new, validate_meta
 from .patch import apply_patch
 from .status import ApiError, already_exists, bad_request, conflict, not_found, status_body
-from .store import Store
+from .store import Store, _clone
 
 JsonObj = dict[str, Any]
 
@@ -79,7 +79,7 @@ class Registry:
         Order as the apiserver's: validation (422) before validating admission (403)
         before the storage conflict (409).
         """
-        obj = copy.deepcopy(body)
+        obj = _clone(body)
         obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
         meta = stamp_new(obj.setdefault("metadata", {}), ns, rt.generation)
         body_ns = (body.get("metadata") or {}).get("namespace")
@@ -98,10 +98,11 @@ class Registry:
         if self.store.get(rt.resource, ns, meta["name"]) is not None:
             raise already_exists(rt.group, rt.resource, meta["name"])
         obj["metadata"]["managedFields"] = [managed_entry(manager, rt.api_version, body)]
-        stored = self.store.put(rt.resource, ns, meta["name"], _finish(obj))
+        # ``obj`` is this call's own deep copy of the body: the store may keep it.
+        stored = self.store.put_owned(rt.resource, ns, meta["name"], _finish(obj))
         if rt is PODS:
             self.created_at[(ns, meta["name"])] = time.time()
-        return stored
+        return _clone(stored)
 
     def get(self, rt: ResourceType, ns: str, name: str) -> JsonObj:
         """GET one object or 404."""
@@ -269,15 +270,18 @@ class Registry:
                 name,
                 f"pod {name} is being deleted, cannot be assigned to a host",
             )
-        self.store.put("pods", ns, name, pods.bind(current, node))
+        self.store.put_owned("pods", ns, name, pods.bind(current, node))
 
     def mutate_status(
         self, ns: str, name: str, change: Callable[[JsonObj], None]
     ) -> JsonObj | None:
-        """In-process status write (the kubelet's path); None when the pod is gone."""
+        """In-process status write (the kubelet's path); None when the pod is gone,
+        else the stored pod, to read only."""
         current = self.store.get("pods", ns, name)
         if current is None:
             return None
         status = current.setdefault("status", {})
         change(status)
-        return self.store.put("pods", ns, name, pods.order_status(current))
+        # ``current`` is the copy ``get`` made for this call: the store may keep it.
+        # The stored pod itself, to read only (the kubelet asks only whether it exists).
+        return self.store.put_owned("pods", ns, name, pods.order_status(current))

@@ -112,18 +112,24 @@ class Store:
         return self.rv
 
     def put(self, resource: str, namespace: str, name: str, obj: JsonObj) -> JsonObj:
-        """Create or replace ``obj``: stamps a new resourceVersion and emits the event."""
+        """Create or replace ``obj``: stamps a new resourceVersion and emits the event.
+        Stores a copy and returns another: the caller's object stays the caller's."""
+        return _clone(self.put_owned(resource, namespace, name, _clone(obj)))
+
+    def put_owned(self, resource: str, namespace: str, name: str, obj: JsonObj) -> JsonObj:
+        """``put`` for an object the caller made for it and never touches again (a
+        copy it took with ``get``, say): stored as is, no copy in or out. Returns the
+        stored object, to read only."""
         key = (resource, namespace, name)
         prev = self._objects.get(key)
         rv = self.next_rv()
-        stored = _clone(obj)
-        stored.setdefault("metadata", {})["resourceVersion"] = str(rv)
-        self._objects[key] = stored
+        obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
+        self._objects[key] = obj
         kind = "ADDED" if prev is None else "MODIFIED"
         # A stored object is never changed in place (a write replaces it), so the event
         # shares it, as ``prev`` always has; watchers and the kubelet only read events.
-        self._emit(StoreEvent(kind, rv, resource, namespace, stored, prev))
-        return _clone(stored)
+        self._emit(StoreEvent(kind, rv, resource, namespace, obj, prev))
+        return obj
 
     def remove(self, resource: str, namespace: str, name: str) -> JsonObj | None:
         """Delete the object now: a DELETED event carrying its last state and a new RV."""
