@@ -387,12 +387,14 @@ class Scheduler:
                 if item.done is not None and not item.done.done():
                     item.done.set_exception(exc)
             raise
+        # Launches first: the loop runs ready tasks in order, so the downstream pods'
+        # creates go ahead of the replies to the Completes that freed them.
+        for launch in batch.launches:
+            self._spawn(self._launch(launch))
         for item in pending:
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
         self.notifications.emit(deliveries)
-        for launch in batch.launches:
-            self._spawn(self._launch(launch))
         for ti_pk, try_number, reason in batch.cancels:
             self._cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:
