@@ -5,8 +5,9 @@ against the fake apiserver over HTTP; prints one JSON document.
         [--chains 100] [--qps 200] [--burst 100] [--out FILE]
 
 Each repeat starts a fresh fake cluster (``pro_scale_cluster.py``, its own process:
-apiserver, kubelet, and every pod's agent simulated over gRPC — see
-``tests/fakekube/agents.py`` for why not real ``leoflow agent`` processes) and a fresh
+apiserver and kubelet; every pod's agent simulated over gRPC in a third process,
+``pro_scale_agents.py`` — see ``tests/fakekube/agents.py`` for why not real
+``leoflow agent`` processes) and a fresh
 database on one embedded PostgreSQL, then runs two DAGs through one scheduler:
 
 - ``fanout``: ``--tasks`` independent tasks; the agents are held after Start until
@@ -278,7 +279,8 @@ async def measure(
         "open_watches": stats["open_watches"],
         "agents_completed": stats["agents_completed"],
         "agents_failed": stats["agents_failed"],
-        "cluster_cpu_s": round(stats["cpu_s"], 2),
+        "cluster_cpu_s": round(stats["cpu_s"], 2),  # the fake apiserver and kubelet
+        "agents_cpu_s": round(stats["agents_cpu_s"], 2),  # the simulated pod agents
     }
 
 
