@@ -100,8 +100,8 @@ async def _settle(store: Store) -> None:
     """Let a change probe that listens (PostgreSQL) finish connecting, so the timed
     polls measure the steady state and not its start."""
     wait = getattr(store.changes, "wait_listening", None)
-    if wait is not None:
-        await wait(30.0)
+    if wait is not None and not await wait():
+        raise SystemExit("the change probe does not listen: see the log")
 
 
 def _server(db: str, postgres_url: str | None) -> PgServer | None:
