@@ -63,6 +63,12 @@ PING_EVERY = 10.0
 PING_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 10.0
 _BACKOFF_FIRST, _BACKOFF_CAP = 0.5, 30.0
+_ADAPTER_ONLY = (
+    "async_fallback",
+    "async_creator_fn",
+    "prepared_statement_cache_size",
+    "prepared_statement_name_func",
+)
 
 
 class ChangeListener:
@@ -71,7 +77,10 @@ class ChangeListener:
     def __init__(self, url: URL) -> None:
         # The engine's own translation of the URL (host, port, ssl ...) for asyncpg.
         dialect = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
-        _, self._connect_kwargs = dialect.create_connect_args(url)  # type: ignore[no-untyped-call]
+        _, kwargs = dialect.create_connect_args(url)  # type: ignore[no-untyped-call]
+        for adapter_only in _ADAPTER_ONLY:  # SQLAlchemy's adapter takes these, not asyncpg
+            kwargs.pop(adapter_only, None)
+        self._connect_kwargs: dict[str, Any] = kwargs
         self._conn: asyncpg.Connection | None = None
         self._count = 0
         self._listening = False
