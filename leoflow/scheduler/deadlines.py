@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from prometheus_client import Counter
-
 from leoflow.domain.durations import format_duration
 from leoflow.domain.states import RunState
+from leoflow.scheduler.instruments import counter
 from leoflow.store.deadlines import mark_deadline_missed
 
 if TYPE_CHECKING:
@@ -24,8 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("leoflow.scheduler.deadlines")
 
-MISSED = Counter("leoflow_run_deadlines_missed_total", "Runs found past their DAG's deadline")
-TIMED_OUT = Counter("leoflow_run_timeouts_total", "Runs failed by their DAG's run_timeout")
+MISSED = counter("leoflow_run_deadlines_missed_total", "Runs found past their DAG's deadline")
+TIMED_OUT = counter("leoflow_run_timeouts_total", "Runs failed by their DAG's run_timeout")
 
 _LIVE = (RunState.QUEUED, RunState.RUNNING)
 
