@@ -46,7 +46,7 @@ class SettingsError(Exception):
 
 
 class TaskPodSecurity(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     run_as_non_root: bool = True
     read_only_root_filesystem: bool = False
@@ -54,7 +54,7 @@ class TaskPodSecurity(BaseModel):
 
 
 class LeaderElection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     lease_name: str = "leoflow-scheduler"
     lease_duration: float = Field(15.0, gt=0)
@@ -100,6 +100,8 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         frozen=True,
+        # Built once, for load_settings' subclass, when it is first instantiated.
+        defer_build=True,
     )
 
     # --- common
