@@ -12,11 +12,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from prometheus_client import Counter
-
 from leoflow.domain.durations import format_duration
 from leoflow.domain.states import RunState
 from leoflow.scheduler.deadline_due import LIVE_RUN, DeadlineDue
+from leoflow.scheduler.instruments import counter
 from leoflow.store.deadlines import mark_deadline_missed
 
 if TYPE_CHECKING:
@@ -25,8 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("leoflow.scheduler.deadlines")
 
-MISSED = Counter("leoflow_run_deadlines_missed_total", "Runs found past their DAG's deadline")
-TIMED_OUT = Counter("leoflow_run_timeouts_total", "Runs failed by their DAG's run_timeout")
+MISSED = counter("leoflow_run_deadlines_missed_total", "Runs found past their DAG's deadline")
+TIMED_OUT = counter("leoflow_run_timeouts_total", "Runs failed by their DAG's run_timeout")
 
 
 class DeadlineWatch:
