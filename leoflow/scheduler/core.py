@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -57,6 +57,7 @@ from leoflow.scheduler.poll_steps import SteppedPoll
 from leoflow.scheduler.recovery import recover
 from leoflow.scheduler.retention import Retention
 from leoflow.scheduler.run_creation import RunCreation, RunOptions
+from leoflow.scheduler.store_poll import StorePoll
 from leoflow.scheduler.timers import Timers
 from leoflow.scheduler.transitions import Transitions
 from leoflow.scheduler.waiters import RunWaiters
@@ -163,8 +164,8 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
-        self._poll = SteppedPoll()
-        self._store_marker: int | None = None  # store.changes at the last full poll
+        self._poll = StorePoll(store, self._follower, self._creation, self._backfills, self._clears)
+        self._stepped = SteppedPoll()  # the poll in progress, a step per tick (poll_steps)
         self._stopping = False
         self.failure: BaseException | None = None
         # The tries that were live when stop() began: their processes are killed, and
@@ -230,9 +231,9 @@ class Scheduler:
     def wake(self) -> None:
         """Look at the store now rather than at the next poll (another writer changed
         it: a DAG written by the folder loader or the API, a trigger, a pool)."""
-        self._follower.forget_fingerprint()
+        self._poll.forget()
         self._last_poll = 0.0
-        self._poll.urge()
+        self._stepped.urge()
         self._wakeup.set()
 
     async def reload_run(self, run_pk: int) -> None:
@@ -326,7 +327,7 @@ class Scheduler:
             while not self._stopping:
                 now = self._clock()
                 timeout = self._timers.next_deadline(now, self.config.poll_interval) - now
-                if timeout > 0 and not self._events and not self._poll.pending:
+                if timeout > 0 and not self._events and not self._stepped.pending:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wakeup.wait(), timeout)
                 self._wakeup.clear()
@@ -353,11 +354,12 @@ class Scheduler:
         now = self._clock()
         # Read the store while the book still equals what is committed: between
         # here and the flush below the book runs ahead of the store.
-        if now - self._last_poll >= self.config.poll_interval and not self._poll.pending:
+        if now - self._last_poll >= self.config.poll_interval and not self._stepped.pending:
             self._last_poll = now
-            self._poll.begin(self._poll_steps())
-        if self._poll.pending:  # a step, and more only while no event waits
-            await self._poll.run(lambda: bool(self._events))
+            if not self.config.solo:
+                self._stepped.begin(self._poll.steps())
+        if self._stepped.pending:  # a step, and more only while no event waits
+            await self._stepped.run(lambda: bool(self._events))
         await self._deadlines.check(now)
         pending, self._events = self._events, []
         self._ticking = pending
@@ -403,30 +405,9 @@ class Scheduler:
             self._wakeup.set()
 
     async def _poll_store(self) -> None:
-        async for _ in self._poll_steps():
-            pass
-
-    async def _poll_steps(self) -> AsyncIterator[None]:
-        """Follow what other processes wrote: DAG definitions and pools, due cron runs,
-        new runs (API triggers, cleared runs), runs that ended under us (API cancels),
-        then the clear requests the API recorded for running runs. Yields between
-        steps: an event that arrives meanwhile goes first (``poll_steps``)."""
-        if self.config.solo:
-            return
-        marker = self.store.changes.marker()  # before the reads it vouches for
-        if marker is not None and marker == self._store_marker:
-            await self._creation.create_due_runs()  # nothing was written: only the clock moved
-            return
-        await self._follower.sync_definitions()
-        yield
-        await self._creation.create_due_runs()
-        yield
-        await self._backfills.advance()
-        yield
-        await self._follower.follow_runs()
-        yield
-        await self._clears.apply_pending()
-        self._store_marker = marker
+        """Follow what other processes wrote (``store_poll``); only when it changed."""
+        if not self.config.solo:
+            await self._poll.run()
 
     # ------------------------------------------------------------ side effects
 

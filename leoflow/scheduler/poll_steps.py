@@ -6,11 +6,11 @@ PostgreSQL that is 100-300 ms, and an agent's Complete that arrives meanwhile us
 wait for all of it before its tick could launch the downstream task
 (``benchmarks/bench_pro_scale.py``: the upstream-finished to downstream-created lag).
 
-Here the poll is an async generator that yields between its steps. The loop runs one
-step per tick at the start of the tick, while the book equals what is committed (the
-last tick's flush is done), then more steps only while no event waits; the rest wait
-for the next tick. So an event waits for at most one step, and a poll under a steady
-stream of events still finishes: one step per tick.
+Here the poll is an async generator (``StorePoll.steps``) that yields between its
+steps. The loop runs one step per tick at the start of the tick, while the book
+equals what is committed (the last tick's flush is done), then more steps only while
+no event waits; the rest wait for the next tick. So an event waits for at most one
+step, and a poll under a steady stream of events still finishes: one step per tick.
 
 A poll the scheduler was told to make (``Scheduler.wake``: another writer in this
 process changed the store, a clear request say) runs whole before the events, as
