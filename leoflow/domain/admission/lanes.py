@@ -141,9 +141,8 @@ class Lanes:
         self.by_gid.append(g)
         return g
 
-    def push(self, c: Candidate) -> tuple[int, Group, Candidate]:
-        """Add a waiting candidate to its group (and the group to its lane if it
-        leads); returns what ``drop`` needs to withdraw it again."""
+    def push(self, c: Candidate) -> None:
+        """Add a waiting candidate to its group (and the group to its lane if it leads)."""
         g = self.groups.get((c.dag_id, c.pool, c.pool_slots)) or self.new_group(c)
         e = entry_of(c, g.gid)
         g.live += 1
@@ -152,18 +151,19 @@ class Lanes:
             # Offered again exactly as it was withdrawn: that entry is still in g's
             # heap (so g's entry, if IN, is still a lower bound of it); revive it.
             withdrawn.discard(e)
-            return (e, g, c)
+            return
         heapq.heappush(g.heap, e)
         state = g.state
         if state == IDLE or (state == IN and e < g.entry):  # type: ignore[operator]
             self.enter_lane(g, e)
-        return (e, g, c)
 
-    def drop(self, e: int, g: Group) -> None:
-        """Mark a waiting entry withdrawn; it leaves its heap when it surfaces."""
+    def drop(self, c: Candidate) -> None:
+        """Mark a waiting candidate's entry withdrawn; it leaves its heap when it
+        surfaces (rare: the entry is made again rather than kept per candidate)."""
+        g = self.groups[(c.dag_id, c.pool, c.pool_slots)]
         g.live -= 1
         withdrawn = self.withdrawn
-        withdrawn.add(e)
+        withdrawn.add(entry_of(c, g.gid))
         if len(g.heap) > 2 * g.live + SLACK:
             live = []
             for x in g.heap:
@@ -243,11 +243,12 @@ class Lanes:
         parked = self.parked_lanes.get(pool)
         if not parked:
             return
-        for lane in [lane for lane in parked if lane.demand <= free]:
-            parked.discard(lane)
-            lane.state = IDLE
-            if lane.heap:
-                # The smallest entry, stale or not, is a lower bound of the lane's head.
-                self.activate(lane, lane.heap[0])
+        for lane in tuple(parked):
+            if lane.demand <= free:
+                parked.discard(lane)
+                lane.state = IDLE
+                if lane.heap:
+                    # The smallest entry, stale or not, is a lower bound of the lane's head.
+                    self.activate(lane, lane.heap[0])
         if not parked:
             del self.parked_lanes[pool]

@@ -12,7 +12,7 @@ from leoflow.domain.admission.candidate import (
     Candidate,
     check_limit,
 )
-from leoflow.domain.admission.lanes import ID_MASK, IDLE, Group, Lanes, key_of
+from leoflow.domain.admission.lanes import ID_BITS, ID_MASK, IDLE, MASK64, SIGN, Lanes
 from leoflow.domain.admission.reasons import REASONS, Occupancy, Reason, WaitReason
 from leoflow.domain.admission.reasons import binding as _binding
 from leoflow.domain.admission.reasons import explain as _explain
@@ -39,8 +39,7 @@ class Admission:
             check_limit(f"pool {name} slots", slots)
             self._pool_size[name] = slots
         self._dag_limit: dict[str, int] = {}
-        # key -> (its sort int in its group's heap, that group, the candidate)
-        self._waiting: dict[int, tuple[int, Group, Candidate]] = {}
+        self._waiting: dict[int, Candidate] = {}
         self._held: dict[int, Candidate] = {}
         self._dag_used: dict[str, int] = {}
         self._pool_used: dict[str, int] = {}
@@ -85,16 +84,17 @@ class Admission:
         k = c.key
         if k in self._waiting or k in self._held:
             return False
-        self._waiting[k] = self._lanes.push(c)
+        self._waiting[k] = c
+        self._lanes.push(c)
         return True
 
     def withdraw(self, key: int) -> bool:
         """Drop a waiting candidate (its run was cancelled). False if it is not waiting;
         a held key is not touched (that is ``release``)."""
-        entry = self._waiting.pop(key, None)
-        if entry is None:
+        c = self._waiting.pop(key, None)
+        if c is None:
             return False
-        self._lanes.drop(entry[0], entry[1])
+        self._lanes.drop(c)
         return True
 
     def hold(self, c: Candidate) -> bool:
@@ -179,9 +179,9 @@ class Admission:
                 lane.entry = le
                 heapreplace(top, le)
                 continue
-            c = waiting.pop(key_of(heappop(gheap)))[2]
+            key = ((heappop(gheap) >> ID_BITS) & MASK64) - SIGN  # key_of, inlined
+            c = held[key] = waiting.pop(key)
             g.live -= 1
-            held[c.key] = c
             n_held += 1
             dag_used[dag] = dag_used.get(dag, 0) + 1
             pool_used[pool] = pool_used.get(pool, 0) + lane.demand
@@ -273,10 +273,9 @@ class Admission:
 
     def why(self, key: int) -> WaitReason | None:
         """Why a waiting key has not started; None if it is not waiting."""
-        entry = self._waiting.get(key)
-        if entry is None:
+        c = self._waiting.get(key)
+        if c is None:
             return None
-        c = entry[2]
         return _explain(self._occupancy(), c.dag_id, c.pool, c.pool_slots)
 
     def depth_by_reason(self) -> dict[Reason, int]:
