@@ -190,7 +190,7 @@ class TaskRun:
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
             if self.files is not None:
-                self.files.remove()
+                self.files.remove(later=True)
 
     async def _run_command(self, spec: Any) -> int:
         secrets: dict[str, str] = {}
