@@ -23,7 +23,7 @@ import threading
 
 PREFIX = "leoflow-io-"
 _AHEAD = 2  # ready directories per base, at most
-_EXIT_WAIT = 5.0  # seconds, at exit, for the removals still queued
+_EXIT_WAIT = 1.0  # seconds, at exit, for the removals still queued (under Lite's stop grace)
 
 INPUTS = "inputs"  # the subdirectory a try with inputs gets
 _Key = tuple[str, bool]  # (base, with an inputs subdirectory)
