@@ -37,6 +37,7 @@ class Book:
         self.by_pk: dict[int, TaskMirror] = {}
         self.timed: dict[int, TaskMirror] = {}  # by_pk's tries in a TIMED state
         self.dirty: dict[int, RunMirror] = {}  # runs set dirty since the last take_dirty
+        self.entered: list[RunMirror] = []  # adopted or started: for the deadline watch
         # Told of every change in the mirror (the console's live view, tests).
         self.on_task_change: TaskHook | None = None
         self.on_run_change: RunHook | None = None
@@ -79,6 +80,8 @@ class Book:
     def set_run_state(self, run: RunMirror, new: RunState, batch: Batch, **fields: Any) -> None:
         batch.run_changes.append((run, run.state, new, fields))
         run.state = new
+        if new is RunState.RUNNING:
+            self.entered.append(run)
         if self.on_run_change is not None:
             self.on_run_change(run)
 
@@ -130,6 +133,7 @@ class Book:
                 self.by_pk.pop(ti.pk, None)
                 self.timed.pop(ti.pk, None)
         self.runs[row.pk] = mirror
+        self.entered.append(mirror)
         mirror.dirty_sink = self.dirty
         mirror.dirty = mirror.dirty_flag
         for ti in mirror.tasks.values():
