@@ -38,5 +38,5 @@ _DEPTHS = [(reason, QUEUE_DEPTH.labels(reason=reason)) for reason in _REASONS]
 
 def observe_admission(admission: Admission) -> None:
     depths = admission.depth_by_reason()
-    for reason, gauge in _DEPTHS:
-        gauge.set(depths.get(reason, 0))  # type: ignore[call-overload]
+    for reason, child in _DEPTHS:
+        child.set(depths.get(reason, 0))  # type: ignore[call-overload]
