@@ -55,10 +55,12 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 from leoflow.agent.cgroup import find_oom_counter
 from leoflow.agent.channel import Channel
+from leoflow.agent.child_watch import pidfd_reaping
 from leoflow.agent.client import channel_credentials
 from leoflow.agent.environment import (
     TaskUserError,
@@ -138,8 +140,13 @@ def run(argv: list[str]) -> int:
     )
     settled()  # the agent's imports are done (see startup_gc)
     if pool:
-        return asyncio.run(_pool(settings, events))
-    return asyncio.run(_single(settings, ticket))
+        return asyncio.run(_reaping(_pool(settings, events)))
+    return asyncio.run(_reaping(_single(settings, ticket)))
+
+
+async def _reaping(work: Coroutine[Any, Any, int]) -> int:
+    with pidfd_reaping():
+        return await work
 
 
 def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:

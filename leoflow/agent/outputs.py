@@ -4,7 +4,7 @@ The command finds each direct upstream's output (JSON text) in
 ``$LEOFLOW_INPUTS_DIR/<task>.json`` and, when small enough, in ``LEOFLOW_INPUT_<TASK>``;
 it may write one JSON value to ``$LEOFLOW_OUTPUT``. The directory lives under
 ``TMPDIR`` (else ``/tmp``, an emptyDir under a read-only root filesystem) and is
-removed when the try ends.
+removed when the try ends (made ahead and removed on a thread: ``scratch``).
 
 Stdlib only: the agent and Lite's subprocess executor share it. The scheduler checks
 the output again (``leoflow.domain.outputs``); this check gives the command's own
@@ -18,10 +18,10 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Mapping
 
 from leoflow.agent.environment import TaskUser
+from leoflow.agent.scratch import INPUTS, SCRATCH
 
 # An input is also an environment variable when it is this small, and while all the
 # inputs in the environment stay under the second figure: a process's environment
@@ -56,14 +56,12 @@ class TaskFiles:
 
     def prepare(self) -> dict[str, str]:
         """Make the directory and the input files; the variables for the command."""
-        base = os.environ.get("TMPDIR") or "/tmp"
-        self.root = tempfile.mkdtemp(prefix="leoflow-io-", dir=base)
+        self.root = SCRATCH.take(os.environ.get("TMPDIR") or "/tmp", inputs=bool(self.inputs))
         env: dict[str, str] = {}
         if self.output_limit > 0:
             env["LEOFLOW_OUTPUT"] = self.output_path
         if self.inputs:
-            inputs_dir = os.path.join(self.root, "inputs")
-            os.mkdir(inputs_dir)
+            inputs_dir = os.path.join(self.root, INPUTS)
             env["LEOFLOW_INPUTS_DIR"] = inputs_dir
             budget = ENV_INPUTS_TOTAL
             for task_id, text in sorted(self.inputs.items()):
@@ -106,8 +104,11 @@ class TaskFiles:
             return None, f"the output is not valid JSON: {exc}"
         return text, ""
 
-    def remove(self) -> None:
-        if self.root:
+    def remove(self, *, later: bool = False) -> None:
+        """Delete the directory now, or ``later`` on the scratch thread (off the loop)."""
+        if self.root and later:
+            SCRATCH.discard(self.root)
+        elif self.root:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self.root)
 

@@ -133,9 +133,19 @@ class TaskRun:
     async def run(self) -> int:
         """The task, start to finish; returns the exit code for the agent."""
         channel = self.sup.channel
+        request = pb.StartRequest(
+            pod_name=self.sup.pod_name,
+            pod_uid=self.sup.pod_uid,
+            hostname=self.sup.hostname,
+            pid=os.getpid(),
+        )
         try:
+            # Asks to start in the same reply; an endpoint that did not sends no ``start``.
             exchanged = await channel.call(
-                "exchange", pb.ExchangeRequest(ticket=self._ticket), None, resend=False
+                "exchange",
+                pb.ExchangeRequest(ticket=self._ticket, start=request),
+                None,
+                resend=False,
             )
         except Unreachable as exc:
             warn(f"{self.label}: {exc}")
@@ -153,14 +163,11 @@ class TaskRun:
         )
         if exchanged.heartbeat_interval_seconds > 0:
             self.heartbeat_interval = exchanged.heartbeat_interval_seconds
-        request = pb.StartRequest(
-            pod_name=self.sup.pod_name,
-            pod_uid=self.sup.pod_uid,
-            hostname=self.sup.hostname,
-            pid=os.getpid(),
-        )
         try:
-            spec = await channel.call("start", request, self.token)
+            if exchanged.HasField("start"):
+                spec = exchanged.start
+            else:
+                spec = await channel.call("start", request, self.token)
         except (Unreachable, Refused) as exc:
             warn(f"{self.label}: Start failed: {exc}")
             return EXIT_UNREACHABLE if isinstance(exc, Unreachable) else EXIT_REFUSED
@@ -183,7 +190,7 @@ class TaskRun:
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
             if self.files is not None:
-                self.files.remove()
+                self.files.remove(later=True)
 
     async def _run_command(self, spec: Any) -> int:
         secrets: dict[str, str] = {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import shutil
 import subprocess
 import threading
@@ -171,23 +172,37 @@ class PipedChild(Child):
 
     def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, on_output: Output) -> None:
         super().__init__(pid, stdout_fd, on_output)
+        # Non-blocking: a write goes straight into the pipe from the loop, and only
+        # what a full pipe refuses waits in a thread (a line per task: a thread hop
+        # each was a good part of a launch's cost).
+        os.set_blocking(stdin_fd, False)
         self._stdin = stdin_fd
         self._write_lock = asyncio.Lock()
 
     async def write(self, data: bytes) -> None:
-        """Write to its stdin (in a thread: a full pipe must not block the loop)."""
+        """Write to its stdin; a full pipe must not block the loop."""
         async with self._write_lock:
             if self._stdin < 0:
                 raise BrokenPipeError("stdin is closed")
             view = memoryview(data)
+            with contextlib.suppress(BlockingIOError):
+                view = view[os.write(self._stdin, view) :]
             while view:
-                written = await asyncio.to_thread(os.write, self._stdin, view)
-                view = view[written:]
+                view = view[await asyncio.to_thread(_write_when_ready, self._stdin, view) :]
 
     def close_stdin(self) -> None:
         if self._stdin >= 0:
             os.close(self._stdin)
             self._stdin = -1
+
+
+def _write_when_ready(fd: int, data: memoryview) -> int:
+    """In a thread: wait until the pipe takes data, then write what it takes."""
+    select.select([], [fd], [])
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:  # not room enough after all: the caller tries again
+        return 0
 
 
 async def spawn_piped(argv: Sequence[str], env: Mapping[str, str], on_output: Output) -> PipedChild:

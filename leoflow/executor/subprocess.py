@@ -107,10 +107,10 @@ class SubprocessExecutor:
                 argv = [sys.executable, "-m", "leoflow", *argv[1:]]
             process = await spawn(argv, env=env, on_output=output, user=self._user)
         except OSError as exc:
-            files.remove()
+            files.remove(later=True)
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
         except (ValueError, subprocess.SubprocessError) as exc:  # a NUL byte, a failed setuid
-            files.remove()
+            files.remove(later=True)
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc}") from exc
         child = _Child(launch, process, files)
         self._children[(launch.ti_pk, launch.try_number)] = child
@@ -158,7 +158,7 @@ class SubprocessExecutor:
             reason, message = EndReason.EXIT_CODE, said
         ok = reason == EndReason.SUCCESS
         output, output_error = child.files.take_output() if ok else (None, "")
-        child.files.remove()
+        child.files.remove(later=True)
         ended = settle_output(reason, message, output, output_error)
         at = time.time()
         report(

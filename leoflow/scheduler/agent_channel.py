@@ -99,7 +99,7 @@ class ChannelHandler:
             return
         ops = self._ops
         if kind == "exchange":
-            stream.spawn(self._run(stream, item, kind, ops.exchange(item.exchange, stream.peer)))
+            stream.spawn(self._run(stream, item, kind, self._exchange(item.exchange, stream.peer)))
             return
         token = item.session_token
         try:
@@ -138,6 +138,20 @@ class ChannelHandler:
         if previous is not None and not previous.done():
             await asyncio.wait([previous])
         await work
+
+    async def _exchange(self, request: Any, peer: str) -> Any:
+        response = await self._ops.exchange(request, peer)
+        if request.HasField("start"):
+            # The agent asked to start with the session just opened: its command goes
+            # back in this reply, a round trip less per task. Whatever refuses or fails
+            # here, the reply lacks ``start`` and the agent sends Start on its own,
+            # which answers (or retries) as usual.
+            with contextlib.suppress(Exception):
+                started = await self._ops.start(response.session_token, request.start)
+                response.start.CopyFrom(started)
+                key = (_METHOD["start"], "OK")
+                self._counts[key] = self._counts.get(key, 0) + 1
+        return response
 
     async def _log(self, token: str, chunk: Any) -> Any:
         stored = await self._ops.append_log(token, chunk, at_offset=True)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-leoflow/protocol/leoflow/agent/v1/agent.proto\x12\x10leoflow.agent.v1\"\xfb\x02\n\tAgentItem\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x15\n\rsession_token\x18\x02 \x01(\t\x12\x35\n\x08\x65xchange\x18\n \x01(\x0b\x32!.leoflow.agent.v1.ExchangeRequestH\x00\x12/\n\x05start\x18\x0b \x01(\x0b\x32\x1e.leoflow.agent.v1.StartRequestH\x00\x12\x37\n\theartbeat\x18\x0c \x01(\x0b\x32\".leoflow.agent.v1.HeartbeatRequestH\x00\x12)\n\x03log\x18\r \x01(\x0b\x32\x1a.leoflow.agent.v1.LogChunkH\x00\x12\x35\n\x08\x63omplete\x18\x0e \x01(\x0b\x32!.leoflow.agent.v1.CompleteRequestH\x00\x12@\n\x0eresolve_secret\x18\x0f \x01(\x0b\x32&.leoflow.agent.v1.ResolveSecretRequestH\x00\x42\x06\n\x04\x62ody\"8\n\nAgentBatch\x12*\n\x05items\x18\x01 \x03(\x0b\x32\x1b.leoflow.agent.v1.AgentItem\"\x87\x03\n\tItemReply\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\x12\x36\n\x08\x65xchange\x18\n \x01(\x0b\x32\".leoflow.agent.v1.ExchangeResponseH\x00\x12\x30\n\x05start\x18\x0b \x01(\x0b\x32\x1f.leoflow.agent.v1.StartResponseH\x00\x12\x38\n\theartbeat\x18\x0c \x01(\x0b\x32#.leoflow.agent.v1.HeartbeatResponseH\x00\x12(\n\x03log\x18\r \x01(\x0b\x32\x19.leoflow.agent.v1.LogsAckH\x00\x12\x36\n\x08\x63omplete\x18\x0e \x01(\x0b\x32\".leoflow.agent.v1.CompleteResponseH\x00\x12\x41\n\x0eresolve_secret\x18\x0f \x01(\x0b\x32\'.leoflow.agent.v1.ResolveSecretResponseH\x00\x42\x06\n\x04\x62ody\":\n\nReplyBatch\x12,\n\x07replies\x18\x01 \x03(\x0b\x32\x1b.leoflow.agent.v1.ItemReply\"!\n\x0f\x45xchangeRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\"\x92\x01\n\x10\x45xchangeResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x12\n\ntry_number\x18\x05 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x06 \x01(\x01\"P\n\x0cStartRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x0f\n\x07pod_uid\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\"\xc4\x02\n\rStartResponse\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\x35\n\x03\x65nv\x18\x02 \x03(\x0b\x32(.leoflow.agent.v1.StartResponse.EnvEntry\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x04 \x01(\x01\x12\x14\n\x0csecret_names\x18\x05 \x03(\t\x12;\n\x06inputs\x18\x06 \x03(\x0b\x32+.leoflow.agent.v1.StartResponse.InputsEntry\x12\x1a\n\x12output_limit_bytes\x18\x07 \x01(\x03\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x12\n\x10HeartbeatRequest\"T\n\x11HeartbeatResponse\x12\x18\n\x10\x63\x61ncel_requested\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x15\n\rsession_token\x18\x03 \x01(\t\"\x95\x01\n\x08LogChunk\x12\x31\n\x06stream\x18\x01 \x01(\x0e\x32!.leoflow.agent.v1.LogChunk.Stream\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"8\n\x06Stream\x12\x16\n\x12STREAM_UNSPECIFIED\x10\x00\x12\n\n\x06STDOUT\x10\x01\x12\n\n\x06STDERR\x10\x02\"!\n\x07LogsAck\x12\x16\n\x0e\x62ytes_received\x18\x01 \x01(\x03\"\xb7\x01\n\x0f\x43ompleteRequest\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x12\n\noom_killed\x18\x02 \x01(\x08\x12\x11\n\ttimed_out\x18\x03 \x01(\x08\x12\x0e\n\x06signal\x18\x04 \x01(\x05\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x13\n\x0bnot_started\x18\x06 \x01(\x08\x12\x13\n\x06output\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x0coutput_error\x18\x08 \x01(\tB\t\n\x07_output\"%\n\x10\x43ompleteResponse\x12\x11\n\tduplicate\x18\x01 \x01(\x08\"$\n\x14ResolveSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"&\n\x15ResolveSecretResponse\x12\r\n\x05value\x18\x01 \x01(\t2\xbb\x04\n\x05\x41gent\x12Q\n\x08\x45xchange\x12!.leoflow.agent.v1.ExchangeRequest\x1a\".leoflow.agent.v1.ExchangeResponse\x12H\n\x05Start\x12\x1e.leoflow.agent.v1.StartRequest\x1a\x1f.leoflow.agent.v1.StartResponse\x12T\n\tHeartbeat\x12\".leoflow.agent.v1.HeartbeatRequest\x1a#.leoflow.agent.v1.HeartbeatResponse\x12?\n\x04Logs\x12\x1a.leoflow.agent.v1.LogChunk\x1a\x19.leoflow.agent.v1.LogsAck(\x01\x12Q\n\x08\x43omplete\x12!.leoflow.agent.v1.CompleteRequest\x1a\".leoflow.agent.v1.CompleteResponse\x12`\n\rResolveSecret\x12&.leoflow.agent.v1.ResolveSecretRequest\x1a\'.leoflow.agent.v1.ResolveSecretResponse\x12I\n\x07\x43hannel\x12\x1c.leoflow.agent.v1.AgentBatch\x1a\x1c.leoflow.agent.v1.ReplyBatch(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-leoflow/protocol/leoflow/agent/v1/agent.proto\x12\x10leoflow.agent.v1\"\xfb\x02\n\tAgentItem\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x15\n\rsession_token\x18\x02 \x01(\t\x12\x35\n\x08\x65xchange\x18\n \x01(\x0b\x32!.leoflow.agent.v1.ExchangeRequestH\x00\x12/\n\x05start\x18\x0b \x01(\x0b\x32\x1e.leoflow.agent.v1.StartRequestH\x00\x12\x37\n\theartbeat\x18\x0c \x01(\x0b\x32\".leoflow.agent.v1.HeartbeatRequestH\x00\x12)\n\x03log\x18\r \x01(\x0b\x32\x1a.leoflow.agent.v1.LogChunkH\x00\x12\x35\n\x08\x63omplete\x18\x0e \x01(\x0b\x32!.leoflow.agent.v1.CompleteRequestH\x00\x12@\n\x0eresolve_secret\x18\x0f \x01(\x0b\x32&.leoflow.agent.v1.ResolveSecretRequestH\x00\x42\x06\n\x04\x62ody\"8\n\nAgentBatch\x12*\n\x05items\x18\x01 \x03(\x0b\x32\x1b.leoflow.agent.v1.AgentItem\"\x87\x03\n\tItemReply\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\x12\x36\n\x08\x65xchange\x18\n \x01(\x0b\x32\".leoflow.agent.v1.ExchangeResponseH\x00\x12\x30\n\x05start\x18\x0b \x01(\x0b\x32\x1f.leoflow.agent.v1.StartResponseH\x00\x12\x38\n\theartbeat\x18\x0c \x01(\x0b\x32#.leoflow.agent.v1.HeartbeatResponseH\x00\x12(\n\x03log\x18\r \x01(\x0b\x32\x19.leoflow.agent.v1.LogsAckH\x00\x12\x36\n\x08\x63omplete\x18\x0e \x01(\x0b\x32\".leoflow.agent.v1.CompleteResponseH\x00\x12\x41\n\x0eresolve_secret\x18\x0f \x01(\x0b\x32\'.leoflow.agent.v1.ResolveSecretResponseH\x00\x42\x06\n\x04\x62ody\":\n\nReplyBatch\x12,\n\x07replies\x18\x01 \x03(\x0b\x32\x1b.leoflow.agent.v1.ItemReply\"P\n\x0f\x45xchangeRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12-\n\x05start\x18\x02 \x01(\x0b\x32\x1e.leoflow.agent.v1.StartRequest\"\xc2\x01\n\x10\x45xchangeResponse\x12\x15\n\rsession_token\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x12\n\ntry_number\x18\x05 \x01(\x05\x12\"\n\x1aheartbeat_interval_seconds\x18\x06 \x01(\x01\x12.\n\x05start\x18\x07 \x01(\x0b\x32\x1f.leoflow.agent.v1.StartResponse\"P\n\x0cStartRequest\x12\x10\n\x08pod_name\x18\x01 \x01(\t\x12\x0f\n\x07pod_uid\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\"\xc4\x02\n\rStartResponse\x12\x0c\n\x04\x61rgv\x18\x01 \x03(\t\x12\x35\n\x03\x65nv\x18\x02 \x03(\x0b\x32(.leoflow.agent.v1.StartResponse.EnvEntry\x12\x0b\n\x03\x63wd\x18\x03 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x04 \x01(\x01\x12\x14\n\x0csecret_names\x18\x05 \x03(\t\x12;\n\x06inputs\x18\x06 \x03(\x0b\x32+.leoflow.agent.v1.StartResponse.InputsEntry\x12\x1a\n\x12output_limit_bytes\x18\x07 \x01(\x03\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a-\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x12\n\x10HeartbeatRequest\"T\n\x11HeartbeatResponse\x12\x18\n\x10\x63\x61ncel_requested\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x15\n\rsession_token\x18\x03 \x01(\t\"\x95\x01\n\x08LogChunk\x12\x31\n\x06stream\x18\x01 \x01(\x0e\x32!.leoflow.agent.v1.LogChunk.Stream\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"8\n\x06Stream\x12\x16\n\x12STREAM_UNSPECIFIED\x10\x00\x12\n\n\x06STDOUT\x10\x01\x12\n\n\x06STDERR\x10\x02\"!\n\x07LogsAck\x12\x16\n\x0e\x62ytes_received\x18\x01 \x01(\x03\"\xb7\x01\n\x0f\x43ompleteRequest\x12\x11\n\texit_code\x18\x01 \x01(\x05\x12\x12\n\noom_killed\x18\x02 \x01(\x08\x12\x11\n\ttimed_out\x18\x03 \x01(\x08\x12\x0e\n\x06signal\x18\x04 \x01(\x05\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x13\n\x0bnot_started\x18\x06 \x01(\x08\x12\x13\n\x06output\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x0coutput_error\x18\x08 \x01(\tB\t\n\x07_output\"%\n\x10\x43ompleteResponse\x12\x11\n\tduplicate\x18\x01 \x01(\x08\"$\n\x14ResolveSecretRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"&\n\x15ResolveSecretResponse\x12\r\n\x05value\x18\x01 \x01(\t2\xbb\x04\n\x05\x41gent\x12Q\n\x08\x45xchange\x12!.leoflow.agent.v1.ExchangeRequest\x1a\".leoflow.agent.v1.ExchangeResponse\x12H\n\x05Start\x12\x1e.leoflow.agent.v1.StartRequest\x1a\x1f.leoflow.agent.v1.StartResponse\x12T\n\tHeartbeat\x12\".leoflow.agent.v1.HeartbeatRequest\x1a#.leoflow.agent.v1.HeartbeatResponse\x12?\n\x04Logs\x12\x1a.leoflow.agent.v1.LogChunk\x1a\x19.leoflow.agent.v1.LogsAck(\x01\x12Q\n\x08\x43omplete\x12!.leoflow.agent.v1.CompleteRequest\x1a\".leoflow.agent.v1.CompleteResponse\x12`\n\rResolveSecret\x12&.leoflow.agent.v1.ResolveSecretRequest\x1a\'.leoflow.agent.v1.ResolveSecretResponse\x12I\n\x07\x43hannel\x12\x1c.leoflow.agent.v1.AgentBatch\x1a\x1c.leoflow.agent.v1.ReplyBatch(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,35 +44,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REPLYBATCH']._serialized_start=901
   _globals['_REPLYBATCH']._serialized_end=959
   _globals['_EXCHANGEREQUEST']._serialized_start=961
-  _globals['_EXCHANGEREQUEST']._serialized_end=994
-  _globals['_EXCHANGERESPONSE']._serialized_start=997
-  _globals['_EXCHANGERESPONSE']._serialized_end=1143
-  _globals['_STARTREQUEST']._serialized_start=1145
-  _globals['_STARTREQUEST']._serialized_end=1225
-  _globals['_STARTRESPONSE']._serialized_start=1228
-  _globals['_STARTRESPONSE']._serialized_end=1552
-  _globals['_STARTRESPONSE_ENVENTRY']._serialized_start=1463
-  _globals['_STARTRESPONSE_ENVENTRY']._serialized_end=1505
-  _globals['_STARTRESPONSE_INPUTSENTRY']._serialized_start=1507
-  _globals['_STARTRESPONSE_INPUTSENTRY']._serialized_end=1552
-  _globals['_HEARTBEATREQUEST']._serialized_start=1554
-  _globals['_HEARTBEATREQUEST']._serialized_end=1572
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1574
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1658
-  _globals['_LOGCHUNK']._serialized_start=1661
-  _globals['_LOGCHUNK']._serialized_end=1810
-  _globals['_LOGCHUNK_STREAM']._serialized_start=1754
-  _globals['_LOGCHUNK_STREAM']._serialized_end=1810
-  _globals['_LOGSACK']._serialized_start=1812
-  _globals['_LOGSACK']._serialized_end=1845
-  _globals['_COMPLETEREQUEST']._serialized_start=1848
-  _globals['_COMPLETEREQUEST']._serialized_end=2031
-  _globals['_COMPLETERESPONSE']._serialized_start=2033
-  _globals['_COMPLETERESPONSE']._serialized_end=2070
-  _globals['_RESOLVESECRETREQUEST']._serialized_start=2072
-  _globals['_RESOLVESECRETREQUEST']._serialized_end=2108
-  _globals['_RESOLVESECRETRESPONSE']._serialized_start=2110
-  _globals['_RESOLVESECRETRESPONSE']._serialized_end=2148
-  _globals['_AGENT']._serialized_start=2151
-  _globals['_AGENT']._serialized_end=2722
+  _globals['_EXCHANGEREQUEST']._serialized_end=1041
+  _globals['_EXCHANGERESPONSE']._serialized_start=1044
+  _globals['_EXCHANGERESPONSE']._serialized_end=1238
+  _globals['_STARTREQUEST']._serialized_start=1240
+  _globals['_STARTREQUEST']._serialized_end=1320
+  _globals['_STARTRESPONSE']._serialized_start=1323
+  _globals['_STARTRESPONSE']._serialized_end=1647
+  _globals['_STARTRESPONSE_ENVENTRY']._serialized_start=1558
+  _globals['_STARTRESPONSE_ENVENTRY']._serialized_end=1600
+  _globals['_STARTRESPONSE_INPUTSENTRY']._serialized_start=1602
+  _globals['_STARTRESPONSE_INPUTSENTRY']._serialized_end=1647
+  _globals['_HEARTBEATREQUEST']._serialized_start=1649
+  _globals['_HEARTBEATREQUEST']._serialized_end=1667
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1669
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1753
+  _globals['_LOGCHUNK']._serialized_start=1756
+  _globals['_LOGCHUNK']._serialized_end=1905
+  _globals['_LOGCHUNK_STREAM']._serialized_start=1849
+  _globals['_LOGCHUNK_STREAM']._serialized_end=1905
+  _globals['_LOGSACK']._serialized_start=1907
+  _globals['_LOGSACK']._serialized_end=1940
+  _globals['_COMPLETEREQUEST']._serialized_start=1943
+  _globals['_COMPLETEREQUEST']._serialized_end=2126
+  _globals['_COMPLETERESPONSE']._serialized_start=2128
+  _globals['_COMPLETERESPONSE']._serialized_end=2165
+  _globals['_RESOLVESECRETREQUEST']._serialized_start=2167
+  _globals['_RESOLVESECRETREQUEST']._serialized_end=2203
+  _globals['_RESOLVESECRETRESPONSE']._serialized_start=2205
+  _globals['_RESOLVESECRETRESPONSE']._serialized_end=2243
+  _globals['_AGENT']._serialized_start=2246
+  _globals['_AGENT']._serialized_end=2817
 # @@protoc_insertion_point(module_scope)

@@ -62,26 +62,30 @@ class ReplyBatch(_message.Message):
     def __init__(self, replies: _Optional[_Iterable[_Union[ItemReply, _Mapping]]] = ...) -> None: ...
 
 class ExchangeRequest(_message.Message):
-    __slots__ = ("ticket",)
+    __slots__ = ("ticket", "start")
     TICKET_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
     ticket: str
-    def __init__(self, ticket: _Optional[str] = ...) -> None: ...
+    start: StartRequest
+    def __init__(self, ticket: _Optional[str] = ..., start: _Optional[_Union[StartRequest, _Mapping]] = ...) -> None: ...
 
 class ExchangeResponse(_message.Message):
-    __slots__ = ("session_token", "dag_id", "run_id", "task_id", "try_number", "heartbeat_interval_seconds")
+    __slots__ = ("session_token", "dag_id", "run_id", "task_id", "try_number", "heartbeat_interval_seconds", "start")
     SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
     session_token: str
     dag_id: str
     run_id: str
     task_id: str
     try_number: int
     heartbeat_interval_seconds: float
-    def __init__(self, session_token: _Optional[str] = ..., dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_id: _Optional[str] = ..., try_number: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[float] = ...) -> None: ...
+    start: StartResponse
+    def __init__(self, session_token: _Optional[str] = ..., dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_id: _Optional[str] = ..., try_number: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[float] = ..., start: _Optional[_Union[StartResponse, _Mapping]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
     __slots__ = ("pod_name", "pod_uid", "hostname", "pid")

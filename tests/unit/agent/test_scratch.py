@@ -1,0 +1,70 @@
+"""Scratch directories made ahead on a thread: each fresh, private, used once, removed
+when discarded, and none left behind at close."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from leoflow.agent.scratch import INPUTS, PREFIX, Scratch
+
+
+def _until(predicate: object, what: str) -> None:
+    for _ in range(3000):
+        if callable(predicate) and predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _ours(base: Path) -> set[str]:
+    return {p.name for p in base.iterdir() if p.name.startswith(PREFIX)}
+
+
+def test_each_take_is_a_fresh_private_directory_and_one_waits_ready(tmp_path: Path) -> None:
+    scratch = Scratch()
+    try:
+        taken = [scratch.take(str(tmp_path)) for _ in range(5)]
+        assert len(set(taken)) == 5
+        for root in taken:
+            mode = os.lstat(root).st_mode
+            assert stat.S_ISDIR(mode) and mode & 0o777 == 0o700 and Path(root).parent == tmp_path
+            assert os.listdir(root) == []
+        _until(lambda: len(_ours(tmp_path)) > 5, "a directory made ahead")
+        with_inputs = scratch.take(str(tmp_path), inputs=True)
+        assert os.listdir(with_inputs) == [INPUTS] and with_inputs not in taken
+    finally:
+        scratch.close()
+    # Only what was taken is left: the ones made ahead went with the close.
+    assert _ours(tmp_path) == {Path(p).name for p in [*taken, with_inputs]}
+
+
+def test_a_discarded_directory_goes_with_its_contents(tmp_path: Path) -> None:
+    scratch = Scratch()
+    try:
+        root = Path(scratch.take(str(tmp_path)))
+        (root / "output.json").write_text("1")
+        (root / "deep" / "er").mkdir(parents=True)
+        scratch.discard(str(root))
+        _until(lambda: not root.exists(), "the discarded directory removed")
+    finally:
+        scratch.close()
+    assert _ours(tmp_path) == set()
+
+
+def test_a_ready_directory_replaced_meanwhile_is_not_handed_out(tmp_path: Path) -> None:
+    scratch = Scratch()
+    try:
+        first = scratch.take(str(tmp_path))
+        _until(lambda: len(_ours(tmp_path)) == 2, "a directory made ahead")
+        (ready,) = _ours(tmp_path) - {Path(first).name}
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        os.rmdir(tmp_path / ready)
+        os.symlink(elsewhere, tmp_path / ready)  # planted where the ready one was
+        second = scratch.take(str(tmp_path))
+        assert Path(second).name != ready and not os.path.islink(second)
+    finally:
+        scratch.close()
