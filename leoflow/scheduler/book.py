@@ -37,6 +37,7 @@ class Book:
         self.by_pk: dict[int, TaskMirror] = {}
         self.timed: dict[int, TaskMirror] = {}  # by_pk's tries in a TIMED state
         self.dirty: dict[int, RunMirror] = {}  # runs set dirty since the last take_dirty
+        self.watched: dict[int, RunMirror] = {}  # runs with a deadline or run_timeout
         # Told of every change in the mirror (the console's live view, tests).
         self.on_task_change: TaskHook | None = None
         self.on_run_change: RunHook | None = None
@@ -130,6 +131,10 @@ class Book:
                 self.by_pk.pop(ti.pk, None)
                 self.timed.pop(ti.pk, None)
         self.runs[row.pk] = mirror
+        if mirror.spec.deadline is not None or mirror.spec.run_timeout is not None:
+            self.watched[row.pk] = mirror
+        else:
+            self.watched.pop(row.pk, None)
         mirror.dirty_sink = self.dirty
         mirror.dirty = mirror.dirty_flag
         for ti in mirror.tasks.values():
@@ -141,6 +146,7 @@ class Book:
 
     def forget(self, run: RunMirror) -> None:
         self.runs.pop(run.pk, None)
+        self.watched.pop(run.pk, None)
         if self.dirty.get(run.pk) is run:
             del self.dirty[run.pk]
         run.dirty_sink = None

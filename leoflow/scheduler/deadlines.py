@@ -35,7 +35,9 @@ class DeadlineWatch:
         self._scheduler = scheduler
 
     async def check(self, now: float) -> None:
-        for run in list(self._scheduler.book.runs.values()):
+        # Only the runs whose DAG sets either limit (the book keeps them apart): a tick
+        # must not cost every run of a thousand-run backlog.
+        for run in list(self._scheduler.book.watched.values()):
             if run.state not in _LIVE:
                 continue
             spec = run.spec
