@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 
 from leoflow.domain.dag import DagSpec
-from leoflow.domain.spec_sharing import share_parts
+from leoflow.domain.spec_sharing import read_shared
 
 
 def spec_hash(spec_json: str) -> str:
@@ -24,7 +24,7 @@ def spec_hash(spec_json: str) -> str:
 def parse_spec(spec_json: str) -> DagSpec:
     """A stored spec back as a ``DagSpec``; ValueError if it does not load. Its tasks
     share their equal parts (``spec_sharing``): the scheduler holds it for every run."""
-    return share_parts(DagSpec.model_validate_json(spec_json))
+    return read_shared(spec_json)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ and dumps are unchanged (``model_copy`` copies the set before it adds to it). Pu
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from leoflow.domain.dag import DagSpec, TaskSpec
 
@@ -38,6 +39,30 @@ class _Shelf:
             return self._parts.setdefault(key, model)
         except TypeError:  # a dict or list inside (node_selector, affinity): keep its own
             return model
+
+
+def read_shared(spec_json: str) -> DagSpec:
+    """Parse a stored spec with its tasks' equal parts shared from the start.
+
+    Task by task, each shared as soon as it is made: parsed whole first, a
+    10,000-task spec held all its unshared tasks at once (a 41 MB peak, for 9 MB
+    kept), and a peak stays in the process's RSS. A spec that does not validate this
+    way is parsed again whole, for pydantic's own error with its full location."""
+    raw = json.loads(spec_json)
+    tasks_raw = raw.get("tasks") if isinstance(raw, dict) else None
+    if not isinstance(tasks_raw, dict):
+        return share_parts(DagSpec.model_validate_json(spec_json))
+    shelf = _Shelf()
+    tasks: dict[str, TaskSpec] = {}
+    try:
+        for task_id in list(tasks_raw):
+            task = TaskSpec.model_validate(tasks_raw.pop(task_id))
+            _share_task(task, shelf)
+            tasks[task_id] = task
+        raw["tasks"] = tasks
+        return DagSpec.model_validate(raw)
+    except ValidationError:
+        return share_parts(DagSpec.model_validate_json(spec_json))
 
 
 def share_parts(spec: DagSpec) -> DagSpec:
