@@ -14,7 +14,9 @@ triggers the runs and waits until every one is terminal. Tasks are ``true``.
 Reported per case, median over ``reps`` children: wall seconds from trigger to the
 last run terminal, ``ms_per_task``, the control-plane process's CPU time per task
 (``cpu_ms_per_task``: user+sys of the scheduler process only, not the agent or the
-tasks), and peak RSS of that process. The fan-out sizes make the per-task cost
+tasks), and peak RSS of that process; ``agent_cpu_ms_per_task`` is the rest: the
+agent's CPU over its life and its commands' (setpriv and ``true``, ~3 ms a task
+here). The fan-out sizes make the per-task cost
 curve. ``--profile FILE`` runs the largest fan-out once under cProfile instead.
 """
 

@@ -1,5 +1,6 @@
-"""The deadline watch walks only the runs whose DAG sets a deadline or run_timeout:
-the book keeps exactly those apart, through adopt, re-adopt and forget."""
+"""What the book keeps apart so that a tick need not walk every run: the runs whose
+DAG sets a deadline or run_timeout (the deadline watch) and the queued runs
+(start_runs), through adopt, re-adopt, state changes and forget."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from leoflow.dagfile.loader import parse_dag
 from leoflow.domain.admission import Admission
 from leoflow.domain.states import RunState
+from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import Book
 from leoflow.store.rows import RunRow
 
@@ -16,8 +18,8 @@ DEADLINE = parse_dag("dag_id: d\ndeadline: 1h\ntasks: {a: {command: 'true'}}\n",
 TIMEOUT = parse_dag("dag_id: d\nrun_timeout: 5m\ntasks: {a: {command: 'true'}}\n", Path("d.yaml"))
 
 
-def _row(pk: int) -> RunRow:
-    return RunRow(pk, "d", f"r{pk}", RunState.RUNNING, "manual", None, {}, 1.0, 1.0, None, None)
+def _row(pk: int, state: RunState = RunState.RUNNING) -> RunRow:
+    return RunRow(pk, "d", f"r{pk}", state, "manual", None, {}, 1.0, 1.0, None, None)
 
 
 def test_only_runs_with_a_limit_are_watched() -> None:
@@ -39,3 +41,27 @@ def test_a_re_adopted_run_follows_its_new_spec_and_a_forgotten_one_goes() -> Non
     book.adopt(_row(2), TIMEOUT, [])
     book.forget(book.runs[2])
     assert book.watched == {}
+
+
+def test_queued_runs_are_kept_apart_until_they_start_or_go() -> None:
+    book = Book(Admission(8, {}))
+    book.adopt(_row(1, RunState.QUEUED), PLAIN, [])
+    book.adopt(_row(2, RunState.QUEUED), PLAIN, [])
+    book.adopt(_row(3), PLAIN, [])
+    assert sorted(book.queued) == [1, 2]
+    book.set_run_state(book.runs[1], RunState.RUNNING, Batch())
+    assert sorted(book.queued) == [2]
+    book.forget(book.runs[2])
+    assert book.queued == {}
+    book.adopt(_row(3, RunState.QUEUED), PLAIN, [])  # cleared: queued again
+    assert book.queued == {3: book.runs[3]}
+    book.adopt(_row(3), PLAIN, [])
+    assert book.queued == {}
+
+
+def test_a_stale_mirror_changing_state_leaves_the_queued_runs_alone() -> None:
+    book = Book(Admission(8, {}))
+    stale = book.adopt(_row(1), PLAIN, [])
+    book.adopt(_row(1), PLAIN, [])
+    book.set_run_state(stale, RunState.QUEUED, Batch())
+    assert book.queued == {}
