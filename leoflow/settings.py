@@ -21,12 +21,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import (
-    BaseSettings,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+
+from leoflow.settings_env import NoDecode, environment_values
 
 PASSTHROUGH_FIELDS = (
     "tolerations",
@@ -46,7 +42,7 @@ class SettingsError(Exception):
 
 
 class TaskPodSecurity(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     run_as_non_root: bool = True
     read_only_root_filesystem: bool = False
@@ -54,7 +50,7 @@ class TaskPodSecurity(BaseModel):
 
 
 class LeaderElection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     lease_name: str = "leoflow-scheduler"
     lease_duration: float = Field(15.0, gt=0)
@@ -66,41 +62,11 @@ def _default_home() -> Path:
     return Path(os.path.expanduser("~")) / ".leoflow"
 
 
-class _YamlFileSource(PydanticBaseSettingsSource):
-    """Reads the ``--config`` file; keys are the settings' field names."""
+class Settings(BaseModel):
+    """All of Leoflow's configuration, validated once at start (``load_settings``)."""
 
-    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
-        super().__init__(settings_cls)
-        self._data: dict[str, Any] = {}
-        if path is not None:
-            # Here, not at the top: without --config (the usual case) the settings load
-            # sooner, and `leoflow run` starts its agent sooner.
-            import yaml
-
-            try:
-                loaded = yaml.safe_load(path.read_text()) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                raise SettingsError(f"{path}: cannot read settings file: {exc}") from exc
-            if not isinstance(loaded, dict):
-                raise SettingsError(f"{path}: expected a mapping of setting names to values")
-            self._data = loaded
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return self._data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self._data)
-
-
-class Settings(BaseSettings):
-    """All of Leoflow's configuration, validated once at start."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="LEOFLOW_",
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-    )
+    # Built when first validated: `leoflow run` validates it once, early.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     # --- common
     home: Path = Field(default_factory=_default_home)
@@ -305,22 +271,15 @@ def _is_origin(entry: str) -> bool:
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Build the settings; raise SettingsError naming the setting that is wrong."""
+    """Build the settings; raise SettingsError naming the setting that is wrong.
 
-    class _Settings(Settings):
-        @classmethod
-        def settings_customise_sources(
-            cls,
-            settings_cls: type[BaseSettings],
-            init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, _YamlFileSource(settings_cls, config_file))
-
+    ``overrides`` beat the environment (``LEOFLOW_<NAME>``, ``LEOFLOW_<NAME>__<FIELD>``
+    for a nested one), which beats the file, which beats the defaults."""
+    values = _file_values(config_file)
+    _deep_update(values, environment_values(Settings, os.environ, SettingsError))
+    _deep_update(values, overrides)
     try:
-        return _Settings(**overrides)
+        return Settings.model_validate(values)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -329,3 +288,32 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
             problems.append(f"setting {name!r} (env {env}): {err['msg']}")
         source = f" (file {config_file})" if config_file else ""
         raise SettingsError("invalid settings" + source + ":\n  " + "\n  ".join(problems)) from exc
+
+
+def _file_values(path: Path | None) -> dict[str, Any]:
+    """The ``--config`` file's settings; keys are the settings' field names."""
+    if path is None:
+        return {}
+    # Here, not at the top: without --config (the usual case) the settings load
+    # sooner, and `leoflow run` starts its agent sooner.
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SettingsError(f"{path}: cannot read settings file: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise SettingsError(f"{path}: expected a mapping of setting names to values")
+    return dict(loaded)
+
+
+def _deep_update(into: dict[Any, Any], update: dict[Any, Any]) -> None:
+    """Merge ``update`` into ``into``; mappings merge key by key (a nested env setting
+    changes one field of a nested file setting), anything else is replaced."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merged = dict(into[key])
+            _deep_update(merged, value)
+            into[key] = merged
+        else:
+            into[key] = value

@@ -60,6 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         quick_exit.arm()
         startup_gc.pause()
+        if command_word(sys.argv[1:]) == "run":
+            # Nothing scrapes a `leoflow run` process (see scheduler.instruments); only
+            # the process entry says so, so an in-process caller keeps its metrics.
+            from leoflow.scheduler.instruments import serve_none
+
+            serve_none()
         try:
             return quick_exit.returned(_main(sys.argv[1:]))
         finally:

@@ -118,7 +118,7 @@ SecretName = Annotated[str, Field(pattern=SECRET_NAME_PATTERN)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ResourceAmounts(_Strict):

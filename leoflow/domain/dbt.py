@@ -46,7 +46,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 class DbtSpec(BaseModel):
     """The ``dbt:`` section of a DAG file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     project_dir: str
     profiles_dir: str | None = None

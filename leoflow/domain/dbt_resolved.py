@@ -27,7 +27,7 @@ RESOLVED_KEY = "resolved"
 class DbtResolution(BaseModel):
     """Where a resolved section's tasks came from: shown in the DAG's detail."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     manifest_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     project: str = ""  # dbt's project name, from the manifest

@@ -35,7 +35,7 @@ INDEX_ENV = "LEOFLOW_MAP_INDEX"
 
 
 class _Source(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class FromConf(_Source):

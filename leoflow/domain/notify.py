@@ -33,7 +33,7 @@ def _events(value: object) -> object:
 
 
 class NotifyRule(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     events: Annotated[tuple[NotifyEvent, ...], BeforeValidator(_events)]
     webhook_secret: Annotated[str, Field(pattern=_SECRET_NAME)]

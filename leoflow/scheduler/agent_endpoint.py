@@ -45,8 +45,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
-from prometheus_client import REGISTRY
-from prometheus_client.core import CounterMetricFamily
 
 from leoflow.domain.credentials import new_claims, sign_session
 from leoflow.protocol.agent_v1 import SERVICE, pb
@@ -68,6 +66,7 @@ from leoflow.scheduler.agent_ops import (
     parse,
     status_of,
 )
+from leoflow.scheduler.instruments import register_collector
 
 log = logging.getLogger("leoflow.scheduler.agent_endpoint")
 
@@ -96,6 +95,8 @@ class _CallCounts:
         self.counts: dict[tuple[str, str], int] = {}
 
     def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily  # only a scrape needs it
+
         family = CounterMetricFamily(
             "leoflow_grpc_requests",
             "Agent gRPC calls by method and status code.",
@@ -107,7 +108,7 @@ class _CallCounts:
 
 
 GRPC_REQUESTS = _CallCounts()
-REGISTRY.register(GRPC_REQUESTS)
+register_collector(GRPC_REQUESTS)
 
 Context = Any  # grpc.aio.ServicerContext; grpc ships no type information
 

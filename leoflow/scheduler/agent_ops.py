@@ -13,7 +13,6 @@ import time
 from typing import Any, NoReturn
 
 import grpc
-from prometheus_client import Counter
 
 from leoflow.domain.credentials import (
     InvalidToken,
@@ -31,14 +30,15 @@ from leoflow.scheduler.agent_backend import (
     TaskSession,
     TicketUse,
 )
+from leoflow.scheduler.instruments import counter
 
 log = logging.getLogger("leoflow.scheduler.agent_endpoint")
 security_log = logging.getLogger("leoflow.security")
 
-TICKET_REPLAYS = Counter(
+TICKET_REPLAYS = counter(
     "leoflow_agent_ticket_replays", "Agent tickets presented to Exchange a second time."
 )
-SECRET_DENIED = Counter(
+SECRET_DENIED = counter(
     "leoflow_secret_denied",
     "ResolveSecret calls for a secret the task did not declare.",
     ["dag_id", "task_id"],

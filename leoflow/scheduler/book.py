@@ -37,7 +37,7 @@ class Book:
         self.by_pk: dict[int, TaskMirror] = {}
         self.timed: dict[int, TaskMirror] = {}  # by_pk's tries in a TIMED state
         self.dirty: dict[int, RunMirror] = {}  # runs set dirty since the last take_dirty
-        self.watched: dict[int, RunMirror] = {}  # runs with a deadline or run_timeout
+        self.entered: list[RunMirror] = []  # adopted or started: for the deadline watch
         self.queued: dict[int, RunMirror] = {}  # runs in state queued (start_runs looks)
         # Told of every change in the mirror (the console's live view, tests).
         self.on_task_change: TaskHook | None = None
@@ -82,6 +82,8 @@ class Book:
         batch.run_changes.append((run, run.state, new, fields))
         run.state = new
         self._note_queued(run)
+        if new is RunState.RUNNING:
+            self.entered.append(run)
         if self.on_run_change is not None:
             self.on_run_change(run)
 
@@ -143,10 +145,7 @@ class Book:
                 self.by_pk.pop(ti.pk, None)
                 self.timed.pop(ti.pk, None)
         self.runs[row.pk] = mirror
-        if mirror.spec.deadline is not None or mirror.spec.run_timeout is not None:
-            self.watched[row.pk] = mirror
-        else:
-            self.watched.pop(row.pk, None)
+        self.entered.append(mirror)
         self._note_queued(mirror)
         mirror.dirty_sink = self.dirty
         mirror.dirty = mirror.dirty_flag
@@ -159,7 +158,6 @@ class Book:
 
     def forget(self, run: RunMirror) -> None:
         self.runs.pop(run.pk, None)
-        self.watched.pop(run.pk, None)
         if self.queued.get(run.pk) is run:
             del self.queued[run.pk]
         if self.dirty.get(run.pk) is run:

@@ -56,6 +56,7 @@ from leoflow.scheduler.notifications import Notifications
 from leoflow.scheduler.recovery import recover
 from leoflow.scheduler.retention import Retention
 from leoflow.scheduler.run_creation import RunCreation, RunOptions
+from leoflow.scheduler.store_poll import StorePoll
 from leoflow.scheduler.timers import Timers
 from leoflow.scheduler.transitions import Transitions
 from leoflow.scheduler.waiters import RunWaiters
@@ -162,7 +163,7 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
-        self._store_marker: int | None = None  # store.changes at the last full poll
+        self._poll = StorePoll(store, self._follower, self._creation, self._backfills, self._clears)
         self._stopping = False
         self.failure: BaseException | None = None
         # The tries that were live when stop() began: their processes are killed, and
@@ -228,7 +229,7 @@ class Scheduler:
     def wake(self) -> None:
         """Look at the store now rather than at the next poll (another writer changed
         it: a DAG written by the folder loader or the API, a trigger, a pool)."""
-        self._follower.forget_fingerprint()
+        self._poll.forget()
         self._last_poll = 0.0
         self._wakeup.set()
 
@@ -396,21 +397,9 @@ class Scheduler:
             self._wakeup.set()
 
     async def _poll_store(self) -> None:
-        """Follow what other processes wrote: DAG definitions and pools, due cron runs,
-        new runs (API triggers, cleared runs), runs that ended under us (API cancels),
-        then the clear requests the API recorded for running runs."""
-        if self.config.solo:
-            return
-        marker = self.store.changes.marker()  # before the reads it vouches for
-        if marker is not None and marker == self._store_marker:
-            await self._creation.create_due_runs()  # nothing was written: only the clock moved
-            return
-        await self._follower.sync_definitions()
-        await self._creation.create_due_runs()
-        await self._backfills.advance()
-        await self._follower.follow_runs()
-        await self._clears.apply_pending()
-        self._store_marker = marker
+        """Follow what other processes wrote (``store_poll``); only when it changed."""
+        if not self.config.solo:
+            await self._poll.run()
 
     # ------------------------------------------------------------ side effects
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from prometheus_client import Counter
-
 from leoflow.domain.durations import format_duration
 from leoflow.domain.states import RunState
+from leoflow.scheduler.deadline_due import LIVE_RUN, DeadlineDue
+from leoflow.scheduler.instruments import counter
 from leoflow.store.deadlines import mark_deadline_missed
 
 if TYPE_CHECKING:
@@ -24,34 +24,41 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("leoflow.scheduler.deadlines")
 
-MISSED = Counter("leoflow_run_deadlines_missed_total", "Runs found past their DAG's deadline")
-TIMED_OUT = Counter("leoflow_run_timeouts_total", "Runs failed by their DAG's run_timeout")
-
-_LIVE = (RunState.QUEUED, RunState.RUNNING)
+MISSED = counter("leoflow_run_deadlines_missed_total", "Runs found past their DAG's deadline")
+TIMED_OUT = counter("leoflow_run_timeouts_total", "Runs failed by their DAG's run_timeout")
 
 
 class DeadlineWatch:
     def __init__(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
+        self._due = DeadlineDue()
 
     async def check(self, now: float) -> None:
-        # Only the runs whose DAG sets either limit (the book keeps them apart): a tick
-        # must not cost every run of a thousand-run backlog.
-        for run in list(self._scheduler.book.watched.values()):
-            if run.state not in _LIVE:
-                continue
-            spec = run.spec
-            if spec.deadline is not None and run.deadline_missed_at is None:
-                origin = run.logical_date if run.logical_date is not None else run.created_at
-                if now >= origin + spec.deadline:
-                    await self._missed(run, now, spec.deadline)
-            if (
-                spec.run_timeout is not None
-                and run.state is RunState.RUNNING
-                and run.started_at is not None
-                and now - run.started_at >= spec.run_timeout
-            ):
-                await self._time_out(run, now, spec.run_timeout)
+        """Only the runs with a due time come (``deadline_due``), not every run."""
+        book = self._scheduler.book
+        for entered in book.entered:
+            self._due.note(entered)
+        book.entered.clear()
+        for run in self._due.take_due(now, book.runs):
+            await self._check_run(run, now)
+            if book.runs.get(run.pk) is run:
+                self._due.note(run)  # what is still pending waits for its time
+
+    async def _check_run(self, run: RunMirror, now: float) -> None:
+        if run.state not in LIVE_RUN:
+            return
+        spec = run.spec
+        if spec.deadline is not None and run.deadline_missed_at is None:
+            origin = run.logical_date if run.logical_date is not None else run.created_at
+            if now >= origin + spec.deadline:
+                await self._missed(run, now, spec.deadline)
+        if (
+            spec.run_timeout is not None
+            and run.state is RunState.RUNNING
+            and run.started_at is not None
+            and now - run.started_at >= spec.run_timeout
+        ):
+            await self._time_out(run, now, spec.run_timeout)
 
     async def _missed(self, run: RunMirror, now: float, deadline: float) -> None:
         scheduler = self._scheduler

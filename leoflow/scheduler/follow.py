@@ -124,7 +124,7 @@ class StoreFollower:
 
     async def follow_runs(self) -> None:
         """Runs created elsewhere are adopted; runs that ended elsewhere are reloaded."""
-        await self._fold_in_agent_writes()
+        await self.fold_in_agent_writes()
         rows = await self.store.list_runs(states=[RunState.QUEUED, RunState.RUNNING], limit=10_000)
         active = {row.pk for row in rows}
         for run_pk in [pk for pk in self.book.runs if pk not in active]:
@@ -139,7 +139,7 @@ class StoreFollower:
             if row.pk not in self.book.runs:  # a trigger may have adopted it meanwhile
                 self.book.adopt(row, spec, tis)
 
-    async def _fold_in_agent_writes(self) -> None:
+    async def fold_in_agent_writes(self) -> None:
         """Apply what other replicas' agent endpoints wrote for tries we think are live.
 
         Those writes are already durable, so they change only the mirror: a try

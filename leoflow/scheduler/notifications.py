@@ -20,10 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import Counter
-
 from leoflow.domain.notify import Notification, NotifyEvent, NotifyRule, payload, rules_for
 from leoflow.domain.states import RunState, TaskState
+from leoflow.scheduler.instruments import counter
 from leoflow.secrets import SecretBackend
 
 if TYPE_CHECKING:
@@ -34,12 +33,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("leoflow.scheduler.notify")
 
-DELIVERIES = Counter(
+DELIVERIES = counter(
     "leoflow_notifications_total",
     "Notification deliveries by event and outcome (delivered, failed, dropped)",
     ["event", "outcome"],
 )
-ATTEMPTS = Counter("leoflow_notification_attempts_total", "Webhook requests sent, retries included")
+ATTEMPTS = counter("leoflow_notification_attempts_total", "Webhook requests sent, retries included")
 
 # Stopping waits this long for queued deliveries (Lite must stop within 3 s).
 STOP_GRACE = 1.5

@@ -17,8 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from prometheus_client import Counter
-
+from leoflow.scheduler.instruments import counter
 from leoflow.store import Store
 from leoflow.store.retention import PruneCounts
 
@@ -30,7 +29,7 @@ INTERVAL = 300.0
 BATCH = 100
 PAUSE = 0.05
 
-PRUNED = Counter(
+PRUNED = counter(
     "leoflow_retention_pruned_rows_total", "Rows deleted by retention, by kind", ["kind"]
 )
 

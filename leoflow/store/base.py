@@ -119,7 +119,7 @@ class StoreBase:
 
     async def close(self) -> None:
         self.space.closed = True
-        self.changes.close()
+        await self.changes.close()
         await self._runner.close()
 
     @property
@@ -145,9 +145,14 @@ class StoreBase:
         self, op: Callable[[Connection], T], epoch: int | None, *, urgent: bool = False
     ) -> T:
         # A full disk makes the write wait for space rather than fail (see diskfull).
-        return await self.space.write(
-            lambda: self._runner.run(op, write=True, epoch=epoch, fence=self._fence, urgent=urgent)
-        )
+        try:
+            return await self.space.write(
+                lambda: self._runner.run(
+                    op, write=True, epoch=epoch, fence=self._fence, urgent=urgent
+                )
+            )
+        finally:
+            self.changes.wrote()  # after the commit, so a marker read before it differs
 
     async def _read(self, op: Callable[[Connection], T], *, urgent: bool = False) -> T:
         """``urgent``: the lease's calls, which must not wait behind other traffic."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 VERSION_TABLE = "alembic_version"
 
 # SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.

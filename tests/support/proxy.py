@@ -7,11 +7,14 @@ import contextlib
 
 
 class CuttableProxy:
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, *, unix: str | None = None) -> None:
         self.target = (target_host, target_port)
+        self.unix = unix  # a Unix socket to reach instead of the target (a local PostgreSQL)
         self.port = 0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     @property
     def url(self) -> str:
@@ -23,7 +26,10 @@ class CuttableProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
+            if self.unix is not None:
+                up_reader, up_writer = await asyncio.open_unix_connection(self.unix)
+            else:
+                up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
             writer.close()
             return
@@ -32,6 +38,7 @@ class CuttableProxy:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 while data := await src.read(65536):
+                    await self._flowing.wait()
                     dst.write(data)
                     await dst.drain()
             dst.close()
@@ -57,6 +64,14 @@ class CuttableProxy:
             transport = writer.transport
             transport.abort()
         self._writers.clear()
+
+    def freeze(self) -> None:
+        """Pass no more bytes either way but keep every connection open: a silent
+        partition, where no reset reaches either side (``thaw`` lets them flow)."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        self._flowing.set()
 
     async def restore(self) -> None:
         await self.start()

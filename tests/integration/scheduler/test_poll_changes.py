@@ -47,10 +47,15 @@ async def test_the_marker_moves_on_every_commit_of_any_connection_and_only_then(
     assert store.changes.marker() not in (second, None)
 
 
-async def test_an_in_memory_store_cannot_tell_so_every_poll_reads() -> None:
+async def test_an_in_memory_store_counts_its_own_writes_which_are_the_only_ones() -> None:
     memory = await Store.open("sqlite://")
     try:
-        assert memory.changes.marker() is None
+        first = memory.changes.marker()
+        assert first is not None
+        await memory.list_runs(states=[RunState.QUEUED], limit=10)
+        assert memory.changes.marker() == first  # reads commit nothing
+        await memory.upsert_pool("p", 3)
+        assert memory.changes.marker() not in (first, None)
     finally:
         await memory.close()
 
