@@ -12,7 +12,7 @@ from leoflow.domain.admission.candidate import (
     Candidate,
     check_limit,
 )
-from leoflow.domain.admission.lanes import IDLE, NO_TOKEN, Entry, Lanes, follow
+from leoflow.domain.admission.lanes import ID_BITS, ID_MASK, IDLE, MASK64, SIGN, Lanes
 from leoflow.domain.admission.reasons import REASONS, Occupancy, Reason, WaitReason
 from leoflow.domain.admission.reasons import binding as _binding
 from leoflow.domain.admission.reasons import explain as _explain
@@ -39,7 +39,7 @@ class Admission:
             check_limit(f"pool {name} slots", slots)
             self._pool_size[name] = slots
         self._dag_limit: dict[str, int] = {}
-        self._waiting: dict[int, Entry] = {}  # key -> its entry in a group heap
+        self._waiting: dict[int, Candidate] = {}
         self._held: dict[int, Candidate] = {}
         self._dag_used: dict[str, int] = {}
         self._pool_used: dict[str, int] = {}
@@ -84,16 +84,17 @@ class Admission:
         k = c.key
         if k in self._waiting or k in self._held:
             return False
-        self._waiting[k] = self._lanes.push(c)
+        self._waiting[k] = c
+        self._lanes.push(c)
         return True
 
     def withdraw(self, key: int) -> bool:
         """Drop a waiting candidate (its run was cancelled). False if it is not waiting;
         a held key is not touched (that is ``release``)."""
-        entry = self._waiting.pop(key, None)
-        if entry is None:
+        c = self._waiting.pop(key, None)
+        if c is None:
             return False
-        self._lanes.drop(entry)
+        self._lanes.drop(c)
         return True
 
     def hold(self, c: Candidate) -> bool:
@@ -121,7 +122,7 @@ class Admission:
         out: list[Candidate] = []
         want = -1 if limit is None else limit
         s = self._lanes
-        top, withdrawn, tokens = s.top, s.withdrawn, s.tokens
+        top, withdrawn, by_gid = s.top, s.withdrawn, s.by_gid
         waiting, held = self._waiting, self._held
         pool_size, pool_used = self._pool_size, self._pool_used
         dag_limit, dag_used = self._dag_limit, self._dag_used
@@ -129,8 +130,9 @@ class Admission:
         cap = self._parallelism
         n_held = len(held)
         while top and n_held < cap and len(out) != want:
-            ltok, lane = top[0][4:]
-            if lane.token != ltok:
+            te = top[0]
+            lane = by_gid[te & ID_MASK].lane
+            if lane.entry is not te:
                 heappop(top)
                 continue
             pool = lane.pool
@@ -142,23 +144,23 @@ class Admission:
             lheap = lane.heap
             while lheap:
                 le = lheap[0]
-                g = le[5]
-                if g.token != le[4]:
+                g = by_gid[le & ID_MASK]
+                if g.entry is not le:
                     heappop(lheap)
                     continue
                 gheap = g.heap
-                while gheap and gheap[0][4] in withdrawn:
-                    withdrawn.discard(heappop(gheap)[4])
+                if withdrawn:
+                    while gheap and gheap[0] in withdrawn:
+                        withdrawn.discard(heappop(gheap))
                 if not gheap:
                     heappop(lheap)
                     lane.members -= 1
-                    g.state, g.token, g.key = IDLE, NO_TOKEN, None
+                    g.state, g.entry = IDLE, None
                     continue
                 head = gheap[0]
-                if head is not g.key:
-                    g.token = t = next(tokens)
-                    g.key = head
-                    heapreplace(lheap, (head[0], head[1], head[2], head[3], t, g))
+                if head is not le:
+                    g.entry = head
+                    heapreplace(lheap, head)
                     continue
                 dag = g.dag_id
                 cap_dag = dag_limit.get(dag)
@@ -170,29 +172,38 @@ class Admission:
                 break
             else:
                 heappop(top)
-                lane.state, lane.token, lane.key = IDLE, NO_TOKEN, None
+                lane.state, lane.entry = IDLE, None
                 s.active -= 1
                 continue
-            if le is not lane.key:
-                lane.token = t = next(tokens)
-                lane.key = le
-                heapreplace(top, (le[0], le[1], le[2], le[3], t, lane))
+            if le is not te:
+                lane.entry = le
+                heapreplace(top, le)
                 continue
-            c = heappop(gheap)[5]
-            del waiting[c.key]
+            key = ((heappop(gheap) >> ID_BITS) & MASK64) - SIGN  # key_of, inlined
+            c = held[key] = waiting.pop(key)
             g.live -= 1
-            held[c.key] = c
             n_held += 1
             dag_used[dag] = dag_used.get(dag, 0) + 1
             pool_used[pool] = pool_used.get(pool, 0) + lane.demand
             out.append(c)
             # Re-key g and its lane now, while both sit on top of their heaps: the next
             # round then usually finds them exact and admits without a detour.
-            while gheap and gheap[0][4] in withdrawn:
-                withdrawn.discard(heappop(gheap)[4])
-            if not follow(gheap, lheap, g, tokens):
+            if withdrawn:
+                while gheap and gheap[0] in withdrawn:
+                    withdrawn.discard(heappop(gheap))
+            if gheap:
+                g.entry = head = gheap[0]
+                heapreplace(lheap, head)
+            else:
+                heappop(lheap)
                 lane.members -= 1
-            if not follow(lheap, top, lane, tokens):
+                g.state, g.entry = IDLE, None
+            if lheap:
+                lane.entry = le = lheap[0]
+                heapreplace(top, le)
+            else:
+                heappop(top)
+                lane.state, lane.entry = IDLE, None
                 s.active -= 1
         return out
 
@@ -262,10 +273,9 @@ class Admission:
 
     def why(self, key: int) -> WaitReason | None:
         """Why a waiting key has not started; None if it is not waiting."""
-        entry = self._waiting.get(key)
-        if entry is None:
+        c = self._waiting.get(key)
+        if c is None:
             return None
-        c = entry[5]
         return _explain(self._occupancy(), c.dag_id, c.pool, c.pool_slots)
 
     def depth_by_reason(self) -> dict[Reason, int]:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from leoflow.domain.cron import CronError, CronSchedule
@@ -337,7 +337,27 @@ def expressions(draw: st.DrawFn) -> tuple[str, list[set[int] | None]]:
 
 
 def matches(fire: datetime, tz: str, allowed: list[set[int] | None]) -> bool:
-    local = fire.astimezone(ZoneInfo(tz))
+    """Whether ``fire`` is a time the fields allow, or the spring jump over one.
+
+    A wall-clock time the jump skips fires at the jump itself (03:00 for a
+    skipped 02:xx), so a fire at a jump also matches if a skipped minute does.
+    """
+    zone = ZoneInfo(tz)
+    if _matches_local(fire.astimezone(zone), allowed):
+        return True
+    before = (fire - timedelta(minutes=1)).astimezone(zone)
+    local = fire.astimezone(zone)
+    if before.utcoffset() == local.utcoffset():
+        return False
+    skipped = before.replace(tzinfo=None) + timedelta(minutes=1)
+    while skipped < local.replace(tzinfo=None):
+        if _matches_local(skipped, allowed):
+            return True
+        skipped += timedelta(minutes=1)
+    return False
+
+
+def _matches_local(local: datetime, allowed: list[set[int] | None]) -> bool:
     minutes, hours, days, months, weekdays = allowed
 
     def ok(values: set[int] | None, value: int) -> bool:
@@ -358,6 +378,12 @@ def matches(fire: datetime, tz: str, allowed: list[set[int] | None]) -> bool:
 
 
 @settings(max_examples=150, deadline=None)
+@example(
+    # Every minute of the hour the spring jump skips: one fire, at 03:00 EDT.
+    expr=("* 2-2 * 4-4 0-0", [None, {2}, None, {4}, {0}]),
+    tz="America/New_York",
+    start=datetime(2000, 4, 1),
+)
 @given(
     expr=expressions(),
     tz=st.sampled_from(ZONES),
