@@ -84,10 +84,13 @@ async def _load_and_run(
     if executor != "kubernetes":
         announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
     progress = Progress()
+    order = topological_order(loaded.spec)  # all the final table needs of the spec
+    handoff = [loaded]
+    del loaded  # run_dag drops the loader's copy once it is stored: hold no other
     try:
         row, runtime = await run_dag(
             settings,
-            loaded,
+            handoff.pop(),
             executor_name=executor,
             conf=conf,
             watch=lambda rt: rt.observe(progress),
@@ -103,7 +106,7 @@ async def _load_and_run(
     finally:
         await runtime.close()
     print()
-    print(final_table(tis, topological_order(loaded.spec)))
+    print(final_table(tis, order))
     print(f"\nrun {row.run_id} of {row.dag_id}: {row.state.value}")
     if row.message == STOPPED_MESSAGE or (signals and row.state not in RUN_TERMINAL):
         print(

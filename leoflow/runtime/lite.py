@@ -47,11 +47,15 @@ async def run_dag(
     runtime = await open_runtime(settings, executor_name, solo=True, executor=executor)
     try:
         _check_pools(loaded, set(runtime.scheduler.config.pools) | {DEFAULT_POOL})
+        dag_id = loaded.spec.dag_id
         await record_dag(runtime.store, loaded)  # the scheduler reads it from there
+        # The scheduler parses its own copy from the store (YAML gives types JSON does
+        # not); a caller that passed its only reference lets this one go (~1 KB a task).
+        del loaded
         if watch is not None:
             watch(runtime)
         await runtime.scheduler.start()
-        row = await runtime.scheduler.trigger(loaded.spec.dag_id, conf=conf)
+        row = await runtime.scheduler.trigger(dag_id, conf=conf)
         final = await _wait_or_stop(runtime, row, stop)
     except BaseException:
         await runtime.close()

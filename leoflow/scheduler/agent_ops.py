@@ -287,6 +287,8 @@ class AgentOps:
         await self.backend.complete(session, outcome)
         key = (session.ti_pk, session.try_number)
         self._log_ends.pop(key, None)
+        if token:  # the try is over: a later message with it is verified afresh
+            self._tokens.pop(token, None)
         if resend_key is not None:
             _remember(self._completed, key, resend_key)
         return pb.CompleteResponse()

@@ -38,6 +38,7 @@ class Book:
         self.timed: dict[int, TaskMirror] = {}  # by_pk's tries in a TIMED state
         self.dirty: dict[int, RunMirror] = {}  # runs set dirty since the last take_dirty
         self.entered: list[RunMirror] = []  # adopted or started: for the deadline watch
+        self.queued: dict[int, RunMirror] = {}  # runs in state queued (start_runs looks)
         # Told of every change in the mirror (the console's live view, tests).
         self.on_task_change: TaskHook | None = None
         self.on_run_change: RunHook | None = None
@@ -80,10 +81,21 @@ class Book:
     def set_run_state(self, run: RunMirror, new: RunState, batch: Batch, **fields: Any) -> None:
         batch.run_changes.append((run, run.state, new, fields))
         run.state = new
+        self._note_queued(run)
         if new is RunState.RUNNING:
             self.entered.append(run)
         if self.on_run_change is not None:
             self.on_run_change(run)
+
+    def _note_queued(self, run: RunMirror) -> None:
+        """Keep ``queued`` to the book's own mirrors in state queued (a stale mirror
+        changing state touches nothing)."""
+        if self.runs.get(run.pk) is not run:
+            return
+        if run.state is RunState.QUEUED:
+            self.queued[run.pk] = run
+        else:
+            self.queued.pop(run.pk, None)
 
     def take_dirty(self) -> list[RunMirror]:
         """The runs of this book that are dirty now (each once), and start noting afresh."""
@@ -134,6 +146,7 @@ class Book:
                 self.timed.pop(ti.pk, None)
         self.runs[row.pk] = mirror
         self.entered.append(mirror)
+        self._note_queued(mirror)
         mirror.dirty_sink = self.dirty
         mirror.dirty = mirror.dirty_flag
         for ti in mirror.tasks.values():
@@ -145,6 +158,8 @@ class Book:
 
     def forget(self, run: RunMirror) -> None:
         self.runs.pop(run.pk, None)
+        if self.queued.get(run.pk) is run:
+            del self.queued[run.pk]
         if self.dirty.get(run.pk) is run:
             del self.dirty[run.pk]
         run.dirty_sink = None

@@ -161,8 +161,8 @@ class RunCreation:
 
     def start_runs(self, now: float, batch: Batch) -> None:
         """Queued runs of unpaused DAGs start, oldest first, up to max_active_runs."""
-        if not any(run.state is RunState.QUEUED for run in self.book.runs.values()):
-            return  # the common tick: a cheap look instead of counting every DAG's runs
+        if not self.book.queued:
+            return  # the common tick: no walk over every run
         queued: dict[str, list[RunMirror]] = {}
         running: dict[str, int] = {}
         for run in self.book.runs.values():
