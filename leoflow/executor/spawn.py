@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import select
 import shutil
 import subprocess
 import threading
@@ -172,37 +171,53 @@ class PipedChild(Child):
 
     def __init__(self, pid: int, stdin_fd: int, stdout_fd: int, on_output: Output) -> None:
         super().__init__(pid, stdout_fd, on_output)
-        # Non-blocking: a write goes straight into the pipe from the loop, and only
-        # what a full pipe refuses waits in a thread (a line per task: a thread hop
-        # each was a good part of a launch's cost).
+        # Non-blocking: a write goes straight into the pipe from the loop, and what a
+        # full pipe refuses waits for the loop to see it writable (a thread hop per
+        # line, as before, was a good part of a launch's cost).
         os.set_blocking(stdin_fd, False)
         self._stdin = stdin_fd
         self._write_lock = asyncio.Lock()
+        self._blocked: asyncio.Future[None] | None = None  # a write waiting for room
 
     async def write(self, data: bytes) -> None:
         """Write to its stdin; a full pipe must not block the loop."""
         async with self._write_lock:
-            if self._stdin < 0:
-                raise BrokenPipeError("stdin is closed")
             view = memoryview(data)
-            with contextlib.suppress(BlockingIOError):
-                view = view[os.write(self._stdin, view) :]
             while view:
-                view = view[await asyncio.to_thread(_write_when_ready, self._stdin, view) :]
+                if self._stdin < 0:
+                    raise BrokenPipeError("stdin is closed")
+                try:
+                    view = view[os.write(self._stdin, view) :]
+                except BlockingIOError:
+                    await self._writable()
+
+    async def _writable(self) -> None:
+        """Until the pipe has room again (or stdin is closed meanwhile)."""
+        loop = asyncio.get_running_loop()
+        fd = self._stdin
+        self._blocked = blocked = loop.create_future()
+        loop.add_writer(fd, _wake, blocked)
+        try:
+            await blocked
+        finally:
+            self._blocked = None
+            if self._stdin == fd:  # close_stdin has already let the fd go otherwise
+                loop.remove_writer(fd)
 
     def close_stdin(self) -> None:
         if self._stdin >= 0:
-            os.close(self._stdin)
-            self._stdin = -1
+            fd, self._stdin = self._stdin, -1
+            if self._blocked is not None:
+                # Stop watching before the number can be reused; the write wakes up
+                # and finds stdin closed.
+                asyncio.get_running_loop().remove_writer(fd)
+                _wake(self._blocked)
+            os.close(fd)
 
 
-def _write_when_ready(fd: int, data: memoryview) -> int:
-    """In a thread: wait until the pipe takes data, then write what it takes."""
-    select.select([], [fd], [])
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:  # not room enough after all: the caller tries again
-        return 0
+def _wake(blocked: asyncio.Future[None]) -> None:
+    if not blocked.done():
+        blocked.set_result(None)
 
 
 async def spawn_piped(argv: Sequence[str], env: Mapping[str, str], on_output: Output) -> PipedChild:

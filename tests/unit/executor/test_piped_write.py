@@ -56,3 +56,26 @@ async def test_more_than_a_full_pipe_waits_without_blocking_the_loop() -> None:
     assert echoed == b"start\n" + big + b"end\n"
     # The reader slept 0.3 s before reading: the loop kept running meanwhile.
     assert ticks >= 5
+
+
+async def test_closing_stdin_wakes_a_write_that_waits_for_room() -> None:
+    # The reader never reads: the write fills the pipe and waits; closing stdin under
+    # it must end that write with BrokenPipeError, not leave it waiting forever.
+    child = await spawn_piped(
+        [sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), lambda _: None
+    )
+    try:
+        write = asyncio.create_task(child.write(b"x" * (4 * 1024 * 1024)))
+        while child._blocked is None:  # the state this test is about: a write waiting
+            await asyncio.sleep(0.01)
+            assert not write.done()
+        child.close_stdin()
+        try:
+            await asyncio.wait_for(write, 30)
+        except BrokenPipeError:
+            pass
+        else:
+            raise AssertionError("the write returned though its data was never taken")
+    finally:
+        os.kill(child.pid, 9)
+        await asyncio.wait_for(child.wait(), 30)
