@@ -404,11 +404,6 @@ class Scheduler:
         if await self._expander.run():  # mapped tasks' items, in the store and the book
             self._wakeup.set()
 
-    async def _poll_store(self) -> None:
-        """Follow what other processes wrote (``store_poll``); only when it changed."""
-        if not self.config.solo:
-            await self._poll.run()
-
     # ------------------------------------------------------------ side effects
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

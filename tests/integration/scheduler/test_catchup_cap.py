@@ -25,7 +25,7 @@ async def test_catchup_from_a_year_ago_keeps_at_most_the_cap_queued(
     scheduler = await make_scheduler(spec, max_catchup_runs=5)
     caplog.set_level(logging.INFO, logger="leoflow.scheduler")
     for _ in range(3):
-        await scheduler._poll_store()
+        await scheduler._poll.run()
         queued = await store.list_runs(states=[RunState.QUEUED], limit=10_000)
         assert len(queued) == 5
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -68,11 +68,11 @@ async def test_an_idle_poll_reads_nothing_and_another_writers_change_is_still_se
 ) -> None:
     spec = dag("dag_id: idle\ntasks: {a: {command: 'true'}}\n")
     scheduler: Scheduler = await make_scheduler(spec)
-    await scheduler._poll_store()
+    await scheduler._poll.run()
     list_runs = _count_calls(monkeypatch, store, "list_runs")
     list_pools = _count_calls(monkeypatch, store, "list_pools")
     for _ in range(5):
-        await scheduler._poll_store()
+        await scheduler._poll.run()
     assert (list_runs[0], list_pools[0]) == (0, 0)
     other = await Store.open(f"sqlite:///{tmp_path / 'leoflow.db'}")
     try:
@@ -88,7 +88,7 @@ async def test_an_idle_poll_reads_nothing_and_another_writers_change_is_still_se
         )
     finally:
         await other.close()
-    await scheduler._poll_store()
+    await scheduler._poll.run()
     assert (list_runs[0], list_pools[0]) == (1, 1)
     assert scheduler.book.admission.pool_sizes()["wide"] == 7
     assert [r.run_id for r in scheduler.book.runs.values()] == ["from_elsewhere"]
@@ -106,14 +106,14 @@ async def test_cron_fires_when_its_time_comes_though_nothing_was_written(
     scheduler = Scheduler(
         store, SubprocessExecutor(), SchedulerConfig(), epoch=epoch, clock=lambda: now[0]
     )
-    await scheduler._poll_store()
-    await scheduler._poll_store()  # the store is now unchanged since the last full poll
+    await scheduler._poll.run()
+    await scheduler._poll.run()  # the store is now unchanged since the last full poll
     list_runs = _count_calls(monkeypatch, store, "list_runs")
     now[0] += 20.0
-    await scheduler._poll_store()
+    await scheduler._poll.run()
     assert await store.list_runs(dag_id="every_minute", limit=10) == []
     now[0] += 20.0  # past the next minute
-    await scheduler._poll_store()
+    await scheduler._poll.run()
     runs = await store.list_runs(dag_id="every_minute", limit=10)
     assert [(r.run_type, r.logical_date) for r in runs] == [("scheduled", 1_800_000_060.0)]
     # The clock-only polls read no runs (the two calls above are this test's own).

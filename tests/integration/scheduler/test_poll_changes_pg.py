@@ -79,7 +79,7 @@ async def _idle(scheduler: Scheduler, store: Store, live: bool = False) -> None:
 
     async def quiet() -> bool:
         with _statements(store) as sent:
-            await scheduler._poll_store()
+            await scheduler._poll.run()
         return [("task_instances" in s) for s in sent] == ([True] if live else [])
 
     await until(quiet, "an idle poll", timeout=30.0)
@@ -136,12 +136,12 @@ async def test_an_idle_poll_sends_nothing_and_another_processs_write_is_read(
 ) -> None:
     specs = [dag(f"dag_id: d{i}\ntasks: {{a: {{command: 'true'}}}}\n") for i in range(50)]
     scheduler: Scheduler = await make_scheduler(*specs, store_=pg_store)
-    await scheduler._poll_store()
+    await scheduler._poll.run()
     assert len(scheduler.book.dags) == 50
     await _idle(scheduler, pg_store)
     for _ in range(5):
         with _statements(pg_store) as sent:
-            await scheduler._poll_store()
+            await scheduler._poll.run()
         assert sent == []  # no DAG row, no run, no pool: not one statement
     before = pg_store.changes.marker()
     script = textwrap.dedent(
@@ -165,7 +165,7 @@ async def test_an_idle_poll_sends_nothing_and_another_processs_write_is_read(
     assert await asyncio.wait_for(proc.wait(), 120) == 0
     await _marker_moves(pg_store, before, "the other process's notifications")
     with _statements(pg_store) as sent:
-        await scheduler._poll_store()
+        await scheduler._poll.run()
     assert sent  # this poll read
     assert scheduler.book.admission.pool_sizes()["wide"] == 7
     assert [r.run_id for r in scheduler.book.runs.values()] == ["from_elsewhere"]
@@ -198,12 +198,12 @@ async def test_a_lost_listener_reads_everything_then_goes_quiet_again(
     make_scheduler: SchedulerFactory, pg_store: Store, postgres_url: str
 ) -> None:
     scheduler: Scheduler = await make_scheduler(SPEC, store_=pg_store)
-    await scheduler._poll_store()
+    await scheduler._poll.run()
     await _idle(scheduler, pg_store)
     # Polled while the listener is away: it cannot tell, so the poll reads all.
     await _cut_listener_then_write(pg_store, postgres_url, "missed")
     with _statements(pg_store) as sent:
-        await scheduler._poll_store()
+        await scheduler._poll.run()
     assert sent
     assert scheduler.book.admission.pool_sizes()["missed"] == 3
     assert await pg_store.changes.wait_listening()
@@ -212,7 +212,7 @@ async def test_a_lost_listener_reads_everything_then_goes_quiet_again(
     await _cut_listener_then_write(pg_store, postgres_url, "missed_too")
     assert await pg_store.changes.wait_listening()
     with _statements(pg_store) as sent:
-        await scheduler._poll_store()
+        await scheduler._poll.run()
     assert sent
     assert scheduler.book.admission.pool_sizes()["missed_too"] == 3
     await _idle(scheduler, pg_store)
@@ -235,7 +235,7 @@ async def test_a_listener_cut_off_without_a_word_is_found_by_its_ping(
     try:
         assert await store.changes.wait_listening()
         scheduler: Scheduler = await make_scheduler(SPEC, store_=store)
-        await scheduler._poll_store()
+        await scheduler._poll.run()
         await _idle(scheduler, store)
         monkeypatch.setattr(change_listener, "PING_EVERY", 0.2)
         monkeypatch.setattr(change_listener, "PING_TIMEOUT", 1.0)
@@ -252,7 +252,7 @@ async def test_a_listener_cut_off_without_a_word_is_found_by_its_ping(
 
         await until(found, "the ping to find the silent connection", timeout=60.0)
         proxy.thaw()
-        await scheduler._poll_store()
+        await scheduler._poll.run()
         assert scheduler.book.admission.pool_sizes()["unheard"] == 4
     finally:
         proxy.thaw()
@@ -273,7 +273,7 @@ async def test_another_replicas_writes_to_a_live_try_are_read_though_they_notify
     assert await pg_store.transition_task(
         ti.pk, TaskState.SCHEDULED, TaskState.QUEUED, epoch=None, try_number=1
     )
-    await scheduler._poll_store()
+    await scheduler._poll.run()
     assert scheduler.book.by_pk[ti.pk].state is TaskState.QUEUED
     await _idle(scheduler, pg_store, live=True)
     replica = await Store.open(postgres_url)
@@ -285,7 +285,7 @@ async def test_another_replicas_writes_to_a_live_try_are_read_though_they_notify
     finally:
         await replica.close()
     with _statements(pg_store) as sent:
-        await scheduler._poll_store()
+        await scheduler._poll.run()
     assert scheduler.book.by_pk[ti.pk].state is TaskState.RUNNING
     assert scheduler.book.by_pk[ti.pk].heartbeat_at == 1_900_000_000.0
     assert len(sent) == 1 and "task_instances" in sent[0]  # only the live tries' rows
