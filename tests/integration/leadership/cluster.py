@@ -77,6 +77,16 @@ class Scheduler:
                 return datetime.fromisoformat(str(record["time"]).replace("Z", "+00:00"))
         return None
 
+    async def wait_for(self, message_start: str, timeout: float = 30) -> datetime | None:
+        """The first time of a message that may not be logged yet: a lease row changes
+        before its holder logs what it did with it, so a test polls for the line."""
+        for _ in range(int(timeout * 20)):
+            found = self.first_time(message_start)
+            if found is not None:
+                return found
+            await asyncio.sleep(0.05)
+        return None
+
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 

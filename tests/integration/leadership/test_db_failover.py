@@ -109,10 +109,7 @@ async def test_kill_9_the_leader_mid_run_the_other_takes_over_after_expiry(
     await _task_state(store, run_pk, "first", TaskState.SUCCESS)
     await _task_state(store, run_pk, "second", TaskState.SCHEDULED)  # waits on the gate
     # b is up and polling, and does not lead while a renews.
-    for _ in range(600):
-        if b.first_time("agent endpoint listening") is not None:
-            break
-        await asyncio.sleep(0.05)
+    await b.wait_for("agent endpoint listening")
     before = await store.get_lease()
     assert before.holder == "sched-a" and await store.current_epoch() == 1
     assert b.first_time("took office") is None
@@ -148,15 +145,12 @@ async def test_sigterm_hands_over_at_once(
     await wait_holder(store, "sched-a")
     b = Scheduler("sched-b", postgres_url, tmp_path, slow)
     schedulers.append(b)
-    for _ in range(600):
-        if b.first_time("agent endpoint listening") is not None:
-            break
-        await asyncio.sleep(0.05)
+    await b.wait_for("agent endpoint listening")
     a.signal(signal.SIGTERM)
     assert await a.wait() == 0, a.tail()
     await wait_holder(store, "sched-b", timeout=60)
     left = a.first_time("left office")
-    took = b.first_time("took office")
+    took = await b.wait_for("took office")
     assert left is not None and took is not None and left <= took, (a.tail(), b.tail())
     assert a.first_time("released the database lease") is not None
 
@@ -218,12 +212,8 @@ async def test_a_leader_cut_off_from_the_database_stops_before_the_other_leads(
         assert row.holder == "sched-a" and row.version >= acquired.version + 2, a.tail()
         await proxy.cut()
         await wait_holder(store, "sched-b")
-        for _ in range(600):
-            if b.first_time("took office") is not None:
-                break
-            await asyncio.sleep(0.05)
+        took = await b.wait_for("took office")
         stepped_down = a.first_time("left office")
-        took = b.first_time("took office")
         assert stepped_down is not None, a.tail()
         assert took is not None, b.tail()
         assert stepped_down < took, (a.tail(), b.tail())
