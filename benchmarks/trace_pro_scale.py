@@ -15,6 +15,8 @@ DAG only, each stage of one edge's path (ms unless said; p50 / p90 / max):
 - ``launch_start``: the launch task spawned after the commit → ``executor.launch`` runs;
 - ``create_http``: ``KubeClient._send`` of the create (the bucket excluded) until the
   fake's answer;
+- ``create_until_stored`` / ``create_stored_until_answer``: that HTTP split where the
+  fake stored the pod (its ``created_at``, wall clock);
 - ``loop_lag``: how late a 5 ms sleep wakes (the loop's own saturation).
 
 A diagnostic: it patches private methods, so it follows them or breaks loudly.
@@ -52,7 +54,7 @@ frozen = [False]  # the chains' run is over: what follows is teardown
 
 
 def note(key: str, seconds: float) -> None:
-    if not frozen[0]:
+    if not frozen[0] or key.startswith("create_"):
         samples.setdefault(key, []).append(seconds)
 
 
@@ -176,6 +178,8 @@ async def loop_lag() -> None:
 async def trigger(self: Scheduler, dag_id: str, **options: Any) -> Any:
     if dag_id == "pro_chains":  # from here on: the chains only
         samples.clear()
+        answered.clear()
+        bench_called.clear()
         queued.clear()
         task = asyncio.get_running_loop().create_task(loop_lag())
         self._background.add(task)
@@ -183,6 +187,34 @@ async def trigger(self: Scheduler, dag_id: str, **options: Any) -> Any:
 
 
 patch(Scheduler, "trigger", trigger)
+_create_pod = bench.TimedClient.create_pod
+answered: dict[str, float] = {}  # pod name -> when its create's answer came (wall clock)
+last_stats: dict[str, Any] = {}
+bench_called: dict[str, float] = {}  # pod name -> when its create was called
+
+
+async def create_pod(self: bench.TimedClient, body: Any) -> Any:
+    try:
+        return await _create_pod(self, body)
+    finally:
+        name = body["metadata"]["name"]
+        answered[name] = time.time()
+        bench_called[name] = self.called[name]
+
+
+patch(bench.TimedClient, "create_pod", create_pod)
+_ask = bench.Cluster.ask
+
+
+async def ask(self: bench.Cluster, op: str) -> dict[str, Any]:
+    answer = await _ask(self, op)
+    if op == "stats":
+        last_stats.clear()
+        last_stats.update(answer)
+    return answer
+
+
+patch(bench.Cluster, "ask", ask)
 _measure = bench.measure
 
 
@@ -201,6 +233,13 @@ def pick(ordered: list[float], q: float) -> float:
 
 
 def summary() -> dict[str, Any]:
+    # The create's HTTP split at the moment the fake stored the pod: before it (the
+    # request on its way and queued in the fake's loop) and after (the answer back).
+    created = last_stats.get("created_at", {})
+    for pod, at in answered.items():
+        if pod in created and pod in bench_called:
+            note("create_until_stored", created[pod] - bench_called[pod])
+            note("create_stored_until_answer", at - created[pod])
     out: dict[str, Any] = {}
     for key, values in sorted(samples.items()):
         ordered = sorted(values)
