@@ -7,7 +7,8 @@ probes wrapped around the scheduler's steps, and prints on stderr, for the ``cha
 DAG only, each stage of one edge's path (ms unless said; p50 / p90 / max):
 
 - ``queue_wait``: a Complete's TaskFinished queued (``Scheduler.submit``) → the tick
-  that applies it begins (the tick in flight, usually its commit, ends first);
+  that applies it takes it (the tick in flight ends first, usually in its commit,
+  then this tick's poll step if it has one);
 - ``tick``: the whole tick; of it ``poll`` (the stepped store poll) and ``flush`` (the
   group commit), split into ``pg_connect_flush`` (waiting for a pooled connection) and
   ``pg_txn_flush`` (the transaction); ``pg_txn_other`` for every other transaction
@@ -17,6 +18,8 @@ DAG only, each stage of one edge's path (ms unless said; p50 / p90 / max):
   fake's answer;
 - ``create_until_stored`` / ``create_stored_until_answer``: that HTTP split where the
   fake stored the pod (its ``created_at``, wall clock);
+- ``pod_created_until_started`` / ``pod_started_until_ended``: the rest of a chain's
+  step (the fake's kubelet and the simulated agent: Exchange, Start; Complete);
 - ``loop_lag``: how late a 5 ms sleep wakes (the loop's own saturation).
 
 A diagnostic: it patches private methods, so it follows them or breaks loudly.
@@ -43,6 +46,7 @@ from leoflow.kube.client import KubeClient
 from leoflow.kube.executor import KubernetesExecutor
 from leoflow.scheduler.commit import GroupCommit
 from leoflow.scheduler.core import Scheduler
+from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.poll_steps import SteppedPoll
 from leoflow.store import engine
 
@@ -54,7 +58,7 @@ frozen = [False]  # the chains' run is over: what follows is teardown
 
 
 def note(key: str, seconds: float) -> None:
-    if not frozen[0] or key.startswith("create_"):
+    if not frozen[0] or key.startswith(("create_", "pod_")):
         samples.setdefault(key, []).append(seconds)
 
 
@@ -123,12 +127,6 @@ _tick = Scheduler._tick
 
 async def tick(self: Scheduler) -> None:
     started = time.perf_counter()
-    for pending in self._events:
-        event = pending.event
-        if isinstance(event, TaskFinished):
-            at = queued.pop((event.ti_pk, event.try_number), None)
-            if at is not None:
-                note("queue_wait", started - at)
     try:
         await _tick(self)
     finally:
@@ -136,6 +134,22 @@ async def tick(self: Scheduler) -> None:
 
 
 patch(Scheduler, "_tick", tick)
+_check = DeadlineWatch.check
+
+
+async def check(self: DeadlineWatch, now: float) -> None:
+    """The tick takes its events right after this returns, with no await between."""
+    await _check(self, now)
+    taken = time.perf_counter()
+    for pending in self._scheduler._events:
+        event = pending.event
+        if isinstance(event, TaskFinished):
+            at = queued.pop((event.ti_pk, event.try_number), None)
+            if at is not None:
+                note("queue_wait", taken - at)
+
+
+patch(DeadlineWatch, "check", check)
 _submit = Scheduler.submit
 
 
@@ -183,7 +197,10 @@ async def trigger(self: Scheduler, dag_id: str, **options: Any) -> Any:
         queued.clear()
         task = asyncio.get_running_loop().create_task(loop_lag())
         self._background.add(task)
-    return await _trigger(self, dag_id, **options)
+    row = await _trigger(self, dag_id, **options)
+    if dag_id == "pro_chains":
+        chains_run.append(row.pk)
+    return row
 
 
 patch(Scheduler, "trigger", trigger)
@@ -218,11 +235,24 @@ patch(bench.Cluster, "ask", ask)
 _measure = bench.measure
 
 
+chains_run: list[int] = []
+
+
 async def measure(*args: Any) -> dict[str, Any]:
     try:
-        return await _measure(*args)
+        result = await _measure(*args)
     finally:
         frozen[0] = True
+    # The rest of each chain's step, on the fake's clock and the scheduler's: the
+    # pod created → its agent's Start recorded → its Complete recorded.
+    store = args[2]
+    created = last_stats.get("created_at", {})
+    for ti in await store.list_task_instances(run_pk=chains_run[-1]):
+        pod = (ti.executor_ref or "").removeprefix("pod:").partition("@")[0]
+        if pod in created and ti.started_at is not None and ti.ended_at is not None:
+            note("pod_created_until_started", ti.started_at - created[pod])
+            note("pod_started_until_ended", ti.ended_at - ti.started_at)
+    return result
 
 
 patch(bench, "measure", measure)
