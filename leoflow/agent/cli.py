@@ -70,6 +70,7 @@ from leoflow.agent.environment import (
 )
 from leoflow.agent.startup_gc import settled
 from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
+from leoflow.agent.warden import Warden
 
 _USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
 
@@ -206,6 +207,8 @@ def _die_with_parent() -> int | None:
 async def _pool(settings: dict[str, Any], events: bool) -> int:
     sup = _supervisor(settings, _emit if events else None)
     sup.parent_pid = _die_with_parent()
+    # Many commands: one warden for all of them is cheaper than an exec each (``warden``).
+    sup.warden = Warden.start()
     runs: dict[str, TaskRun] = {}
     tasks: set[asyncio.Task[int]] = set()
 
@@ -279,6 +282,8 @@ async def _pool(settings: dict[str, Any], events: bool) -> int:
     finally:
         await sup.heartbeats.close()
         await sup.channel.close()
+        if sup.warden is not None:
+            sup.warden.close()
     return 128 + sup.received_signal if sup.received_signal is not None else 0
 
 

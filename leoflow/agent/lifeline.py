@@ -23,6 +23,10 @@ would run as that user, and a permission error would read as the command's own e
 setpriv does not re-check the parent after its request as the hook does, and makes
 it a few milliseconds later (its own exec): an agent killed in that window leaves the
 command to whoever watches the agent (Lite kills the process group).
+
+A process that starts many commands (Lite's pool agent, its direct executor) keeps a
+``Warden`` instead, which kills each command's whole group when we die and costs no
+exec per command; with a live warden ``lifeline`` leaves the command as it is.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+
+from leoflow.agent.warden import Warden
 
 _PR_SET_PDEATHSIG = 1
 
@@ -93,11 +99,15 @@ def lifeline(
     *,
     cwd: str | None = None,
     switches_user: bool = False,
+    warden: Warden | None = None,
 ) -> tuple[list[str], Callable[[], None] | None]:
     """The argv to start and the ``preexec_fn`` to pass, so that the command gets
-    SIGKILL when this process dies: setpriv in front where it can stand in for the
+    SIGKILL when this process dies: nothing to add where a live ``warden`` will be
+    told of the command's group, else setpriv in front where it can stand in for the
     hook (see the module docstring), else the hook."""
     command = list(argv)
+    if warden is not None and warden.alive:
+        return command, None
     setpriv = None if switches_user or not command else _setpriv()
     if setpriv is not None and _found(command[0], env, cwd):
         return [setpriv, "--pdeathsig", "KILL", "--", *command], None

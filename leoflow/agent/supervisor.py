@@ -16,6 +16,7 @@ from leoflow.agent.channel import Channel
 from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import TaskUser
 from leoflow.agent.outcome import warn
+from leoflow.agent.warden import Warden
 from leoflow.protocol.agent_v1 import pb
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class Supervisor:
         self.received_signal: int | None = None
         # The pool agent's parent (Lite), when it asked to die with it.
         self.parent_pid: int | None = None
+        # Kills the commands' process groups if we die (pool mode; see ``warden``).
+        self.warden: Warden | None = None
         self._oom_window: set[TaskRun] = set()
         self._oom_absence_said = False
 

@@ -40,6 +40,7 @@ from leoflow.agent.outcome import (
 )
 from leoflow.agent.outputs import TaskFiles
 from leoflow.agent.supervisor import Heartbeats, Supervisor
+from leoflow.agent.warden import Warden
 from leoflow.protocol.agent_v1 import pb
 
 __all__ = [
@@ -79,6 +80,7 @@ class TaskRun:
         self.forwarded: int | None = None
         self._sent_kill = False
         self._child_reaped = False
+        self._warden: Warden | None = None  # lists our group while the command lives
         self._kill_timer: asyncio.TimerHandle | None = None
         self._escalate = False
         self.reason_path = ""
@@ -233,8 +235,13 @@ class TaskRun:
         # A command may say why it failed in a line of its own (the dbt wrapper does).
         self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = reason_path()
         oom_before = self.sup.sample_oom(self)
+        warden = self.sup.warden
         argv, hook = lifeline(
-            own_program(list(spec.argv)), env, cwd=spec.cwd or None, switches_user=bool(as_user)
+            own_program(list(spec.argv)),
+            env,
+            cwd=spec.cwd or None,
+            switches_user=bool(as_user),
+            warden=warden,
         )
         try:
             transport, proto = await loop.subprocess_exec(
@@ -253,12 +260,36 @@ class TaskRun:
             self.sup.close_oom_window(self)
             return await self._fail_before_start(*spawn_failure(exc, spec.argv[0], spec.cwd, user))
         self.pid = transport.get_pid()
+        if warden is not None and hook is None and warden.alive:
+            warden.watch(self.pid)
+            self._warden = warden
+        try:
+            return await self._follow(transport, proto, shipper, spec.timeout_seconds, oom_before)
+        finally:
+            self._unwatch()
+
+    def _unwatch(self) -> None:
+        """Strike our group off the warden's list: once reaped and drained it is gone."""
+        if self._warden is not None and self.pid is not None:
+            self._warden.forget(self.pid)
+        self._warden = None
+
+    async def _follow(
+        self,
+        transport: asyncio.SubprocessTransport,
+        proto: ChildProtocol,
+        shipper: LogShipper,
+        time_limit: float,
+        oom_before: int | None,
+    ) -> int:
+        """From the command's start to its reported end: logs, timeout, signals, exit."""
+        loop = asyncio.get_running_loop()
         shipper.on_pressure(proto.pause)
         self.sup.event(event="started", key=self.key, pid=self.pid)
         ship = asyncio.create_task(shipper.run())
         timeout_timer = None
-        if spec.timeout_seconds > 0:
-            timeout_timer = loop.call_later(spec.timeout_seconds, self._on_timeout)
+        if time_limit > 0:
+            timeout_timer = loop.call_later(time_limit, self._on_timeout)
         if self.forwarded is not None:  # a signal that came while we were spawning
             if self._escalate:
                 self._terminate()
@@ -273,11 +304,12 @@ class TaskRun:
             if timeout_timer is not None:
                 timeout_timer.cancel()
         await self._drain_pipes(proto)
+        self._unwatch()
         transport.close()
         oom_after = self.sup.close_oom_window(self)
         shipper.finish()
         await ship
-        return await self._complete(returncode, spec.timeout_seconds, oom_before, oom_after)
+        return await self._complete(returncode, time_limit, oom_before, oom_after)
 
     async def _drain_pipes(self, proto: ChildProtocol) -> None:
         """Wait for EOF on stdout and stderr; kill what the command left holding them."""

@@ -5,11 +5,13 @@ process group. Both obvious ways to start such a child are slow in a process
 this size: uvloop spawns with fork() (~5 ms a child here), and CPython 3.11's
 subprocess gives up vfork() as soon as ``start_new_session`` is set (~2.6 ms).
 ``os.posix_spawn`` with ``setsid`` keeps glibc's vfork-style clone (~0.9 ms).
-A task's command needs more than posix_spawn can do — a parent-death signal, and
-with a task user setuid/setgid/setgroups — so ``spawn`` pays for a real fork() and a
-Python hook in the child (on a loaded 2-core machine ~15 ms instead of ~4 ms a
-child; ``bench_lite``'s subprocess chain shows it). ``spawn_piped`` (our own helper
-processes, which die with us on their own) keeps posix_spawn.
+A task's command must die with us: with a live ``Warden`` (``leoflow.agent.warden``)
+that costs nothing per child, so ``spawn`` uses posix_spawn. Without one, or with a
+task user (setuid/setgid/setgroups, which posix_spawn cannot do), it goes through
+subprocess and ``lifeline``: setpriv in front, or a real fork() and a Python hook in
+the child (on a loaded 2-core machine ~15 ms instead of ~4 ms a child).
+``spawn_piped`` (our own helper processes, which die with us on their own) keeps
+posix_spawn.
 
 Two threads per running child, one reading its output to the end and one
 reaping it, hand both to the loop with ``call_soon_threadsafe``. Registering the pipes and
@@ -33,6 +35,7 @@ from typing import Any
 
 from leoflow.agent.environment import TaskUser
 from leoflow.agent.lifeline import lifeline
+from leoflow.agent.warden import Warden
 
 _READ = 64 * 1024
 
@@ -128,13 +131,19 @@ async def spawn(
     env: Mapping[str, str],
     on_output: Output | None = None,
     user: TaskUser | None = None,
+    warden: Warden | None = None,
 ) -> Child:
     """Start ``argv`` in a new session; its stdout+stderr go to ``on_output``.
 
-    The child gets SIGKILL when this process dies (``lifeline``); with ``user`` it
-    runs as that user, with its groups.
+    The child's group is killed when this process dies: by ``warden`` if it is alive
+    (the caller strikes the group off once it ended), else the child alone gets
+    SIGKILL (``lifeline``). With ``user`` it runs as that user, with its groups.
     """
     executable = _resolve(argv[0], env)
+    if user is None and warden is not None and warden.alive:
+        child = _posix_spawn(executable, argv, env, on_output)
+        warden.watch(child.pid)
+        return child
     as_user: dict[str, Any] = {}
     if user is not None:
         as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
@@ -144,7 +153,9 @@ async def spawn(
         # that forked the child, and this one lives as long as we do.
         # The resolved path goes to setpriv (which searches no PATH of ours); without
         # it, ``executable`` keeps the command's own argv[0].
-        command, hook = lifeline([executable, *argv[1:]], env, switches_user=user is not None)
+        command, hook = lifeline(
+            [executable, *argv[1:]], env, switches_user=user is not None, warden=warden
+        )
         if hook is not None:
             command = list(argv)
         process = subprocess.Popen(  # noqa: ASYNC220 - a fork+exec, a few ms
@@ -163,7 +174,33 @@ async def spawn(
         raise
     finally:
         os.close(write_fd)
+    if warden is not None and warden.alive:
+        warden.watch(process.pid)
     return Child(process.pid, read_fd, on_output, wait=process.wait)
+
+
+def _posix_spawn(
+    executable: str, argv: Sequence[str], env: Mapping[str, str], on_output: Output | None
+) -> Child:
+    """posix_spawn in a new session: glibc's vfork-style clone, no exec in front.
+
+    What it cannot do, close inherited descriptors, Python's own never need: they are
+    all opened close-on-exec.
+    """
+    read_fd, write_fd = os.pipe()
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, write_fd, 1),
+        (os.POSIX_SPAWN_DUP2, write_fd, 2),
+    ]
+    try:
+        pid = os.posix_spawn(executable, list(argv), dict(env), file_actions=actions, setsid=True)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return Child(pid, read_fd, on_output)
 
 
 class PipedChild(Child):

@@ -1,8 +1,8 @@
 """Run each task as a local child process: Lite's direct executor.
 
 Each child gets its own process group so that a timeout or a cancel kills
-everything the command started, not only the shell in front of it, and SIGKILL
-when Lite dies. Its environment is built, not inherited (``leoflow.agent.environment``):
+everything the command started, not only the shell in front of it, and so that
+Lite's warden can kill that group when Lite dies (``leoflow.agent.warden``). Its environment is built, not inherited (``leoflow.agent.environment``):
 the documented base, the task's env, its context variables — never Lite's settings.
 This executor does not resolve secrets (the agent does): a task's ``secrets`` are not
 set here.
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from leoflow.agent.environment import TaskUser, base_environment, resolve_task_user
 from leoflow.agent.outputs import TaskFiles
+from leoflow.agent.warden import Warden
 from leoflow.domain.durations import format_duration
 from leoflow.domain.execution import (
     Attempt,
@@ -83,12 +84,15 @@ class SubprocessExecutor:
         self._report: Report | None = None
         self._kill_grace = kill_grace
         self._children: dict[tuple[int, int], _Child] = {}
+        self._warden: Warden | None = None
 
     async def warm(self) -> None:
         """Nothing to prepare: each task is its own child."""
 
     async def start(self, report: Report) -> None:
         self._report = report
+        # Kills the children's groups if Lite dies (one process, not an exec a child).
+        self._warden = Warden.start()
 
     async def launch(self, launch: Launch) -> None:
         if self._report is None:
@@ -105,7 +109,9 @@ class SubprocessExecutor:
             env.update(files.prepare())
             if argv[0] == "leoflow":  # Leoflow's own, as the agent runs it (leoflow dbt-task)
                 argv = [sys.executable, "-m", "leoflow", *argv[1:]]
-            process = await spawn(argv, env=env, on_output=output, user=self._user)
+            process = await spawn(
+                argv, env=env, on_output=output, user=self._user, warden=self._warden
+            )
         except OSError as exc:
             files.remove(later=True)
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
@@ -140,6 +146,8 @@ class SubprocessExecutor:
                     os.killpg(process.pid, signal.SIGKILL)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.output_closed(), 5)
+            if self._warden is not None:
+                self._warden.forget(process.pid)
             self._children.pop((launch.ti_pk, launch.try_number), None)
         assert process.returncode is not None
         code, said = describe_exit(process.returncode)
@@ -194,3 +202,6 @@ class SubprocessExecutor:
         for task in supervisors:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._warden is not None:
+            self._warden.close()
+            self._warden = None
