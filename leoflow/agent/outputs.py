@@ -4,7 +4,9 @@ The command finds each direct upstream's output (JSON text) in
 ``$LEOFLOW_INPUTS_DIR/<task>.json`` and, when small enough, in ``LEOFLOW_INPUT_<TASK>``;
 it may write one JSON value to ``$LEOFLOW_OUTPUT``. The directory lives under
 ``TMPDIR`` (else ``/tmp``, an emptyDir under a read-only root filesystem) and is
-removed when the try ends (made ahead and removed on a thread: ``scratch``).
+removed when the try ends (made ahead and removed on a thread: ``scratch``). A try with
+no inputs writes its output to a fresh name in the process's own private directory
+instead, and that file is removed when the try ends.
 
 Stdlib only: the agent and Lite's subprocess executor share it. The scheduler checks
 the output again (``leoflow.domain.outputs``); this check gives the command's own
@@ -48,15 +50,18 @@ class TaskFiles:
         self.inputs = dict(inputs)
         self.output_limit = output_limit
         self.user = user
-        self.root = ""
-
-    @property
-    def output_path(self) -> str:
-        return os.path.join(self.root, "output.json")
+        self.root = ""  # the try's own directory, where it has one
+        self.output_path = ""
 
     def prepare(self) -> dict[str, str]:
         """Make the directory and the input files; the variables for the command."""
-        self.root = SCRATCH.take(os.environ.get("TMPDIR") or "/tmp", inputs=bool(self.inputs))
+        base = os.environ.get("TMPDIR") or "/tmp"
+        if self.inputs or (self.user is not None and os.geteuid() == 0):
+            # Files to hand over, or a directory the task's user must own: its own.
+            self.root = SCRATCH.take(base, inputs=bool(self.inputs))
+            self.output_path = os.path.join(self.root, "output.json")
+        elif self.output_limit > 0:
+            self.output_path = SCRATCH.output_path(base)
         env: dict[str, str] = {}
         if self.output_limit > 0:
             env["LEOFLOW_OUTPUT"] = self.output_path
@@ -82,7 +87,7 @@ class TaskFiles:
         """(the output's JSON text or None when the command wrote none, why it cannot be
         taken or ""). A symbolic link or anything but a regular file is refused: the
         agent may read what the command's user cannot."""
-        if not self.root or self.output_limit <= 0:
+        if not self.output_path or self.output_limit <= 0:
             return None, ""
         try:
             fd = os.open(self.output_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -105,12 +110,16 @@ class TaskFiles:
         return text, ""
 
     def remove(self, *, later: bool = False) -> None:
-        """Delete the directory now, or ``later`` on the scratch thread (off the loop)."""
+        """Delete the directory now, or ``later`` on the scratch thread (off the loop);
+        a lone output file at once (an unlink, usually of nothing)."""
         if self.root and later:
             SCRATCH.discard(self.root)
         elif self.root:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self.root)
+        elif self.output_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.output_path)
 
 
 def _tree(root: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 Each child gets its own process group so that a timeout or a cancel kills
 everything the command started, not only the shell in front of it, and so that
-Lite's warden can kill that group when Lite dies (``leoflow.agent.warden``). Its environment is built, not inherited (``leoflow.agent.environment``):
-the documented base, the task's env, its context variables — never Lite's settings.
+Lite's warden can kill that group when Lite dies (``leoflow.agent.warden``). Its
+environment is built, not inherited (``leoflow.agent.environment``): the documented
+base, the task's env, its context variables — never Lite's settings.
 This executor does not resolve secrets (the agent does): a task's ``secrets`` are not
 set here.
 """

@@ -120,7 +120,7 @@ tasks:
     # The agent offers every command a file to say why it failed in (dbt tasks do).
     assert "leoflow-exit-reason" in task_env.pop("LEOFLOW_EXIT_REASON_FILE")
     # ... and a file of its own to write its output to (README, "Outputs between tasks").
-    assert task_env.pop("LEOFLOW_OUTPUT").endswith("/output.json")
+    assert task_env.pop("LEOFLOW_OUTPUT").endswith(".output.json")
     expected = {
         **_expected_base(),
         "GREETING": "bonjour",
@@ -155,7 +155,7 @@ tasks:
     final, tis = await _run(rt, "envdump")
     assert final.state is RunState.SUCCESS
     (task_env,) = _json_lines(await rt.store.read_log(tis["dump"].pk, 1))
-    assert task_env.pop("LEOFLOW_OUTPUT").endswith("/output.json")
+    assert task_env.pop("LEOFLOW_OUTPUT").endswith(".output.json")
     assert task_env == {
         **_expected_base(),
         "GREETING": "hallo",

@@ -72,3 +72,24 @@ def test_an_old_scheduler_takes_no_output_and_gets_no_variable() -> None:
     env = files.prepare()
     assert "LEOFLOW_OUTPUT" not in env and env["LEOFLOW_INPUT_A"] == "1"
     assert files.take_output() == (None, "")
+
+
+def test_a_try_without_inputs_gets_a_fresh_name_in_one_private_directory(tmp_path: Path) -> None:
+    first, second = TaskFiles({}, 100), TaskFiles({}, 100)
+    one, two = Path(first.prepare()["LEOFLOW_OUTPUT"]), Path(second.prepare()["LEOFLOW_OUTPUT"])
+    assert first.root == second.root == ""  # no directory of their own
+    assert one != two and one.parent == two.parent and one.parent.parent == tmp_path
+    mode = os.lstat(one.parent).st_mode
+    assert mode & 0o777 == 0o700 and not one.exists()
+    one.write_text("[1]")
+    assert first.take_output() == ("[1]", "")
+    first.remove(later=True)
+    assert not one.exists()
+    second.remove()  # nothing was written: nothing to remove, no error
+    # A shared directory replaced meanwhile (not ours any more) is not used again.
+    shared = one.parent
+    shared.rmdir()
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    third = TaskFiles({}, 100)
+    assert Path(third.prepare()["LEOFLOW_OUTPUT"]).parent != shared
