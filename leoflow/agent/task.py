@@ -15,6 +15,7 @@ import signal
 import subprocess
 from typing import Any
 
+from leoflow.agent import nonblocking_spawn
 from leoflow.agent.child import ChildProtocol
 from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import task_environment
@@ -244,18 +245,25 @@ class TaskRun:
             warden=warden,
         )
         try:
-            transport, proto = await loop.subprocess_exec(
-                lambda: ChildProtocol(shipper),
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                cwd=spec.cwd or None,
-                process_group=0,
-                preexec_fn=hook,
-                **as_user,
-            )
+            started: tuple[asyncio.SubprocessTransport, ChildProtocol] | None = None
+            if hook is None and not as_user:  # off the loop where it can (nonblocking_spawn)
+                started = await nonblocking_spawn.spawn(
+                    lambda: ChildProtocol(shipper), argv, env, spec.cwd or None
+                )
+            if started is None:
+                started = await loop.subprocess_exec(
+                    lambda: ChildProtocol(shipper),
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=env,
+                    cwd=spec.cwd or None,
+                    process_group=0,
+                    preexec_fn=hook,
+                    **as_user,
+                )
+            transport, proto = started
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self.sup.close_oom_window(self)
             return await self._fail_before_start(*spawn_failure(exc, spec.argv[0], spec.cwd, user))

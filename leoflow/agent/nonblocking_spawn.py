@@ -1,0 +1,304 @@
+"""Start a task's command without stopping the agent's event loop meanwhile.
+
+``loop.subprocess_exec`` forks on the loop's thread, and on CPython 3.11 the GIL stays
+held while a vfork child runs up to its exec (3.12 lets it go): the loop stood still
+~1.2-1.5 ms for every command a pool agent started, longer than the rest of the
+agent's work for a task, so in a wide fan-out the agent's one thread was the
+bottleneck, not the machine. ctypes releases the GIL around a foreign call, so here
+libc's ``posix_spawn`` (glibc's vfork-style clone) runs in a worker thread while the
+loop goes on serving the other tasks. The child is then followed on the loop: its
+output through two pipes, its exit through a pidfd, under a transport that speaks
+``asyncio.SubprocessTransport`` to the same ``ChildProtocol``.
+
+The child gets what ``subprocess`` would give it with ``process_group=0``: a process
+group of its own, stdin from /dev/null, stdout and stderr into the pipes, the working
+directory, an empty signal mask and SIGPIPE/SIGXFSZ back at their defaults
+(``restore_signals``). Descriptors are not closed one by one: everything Python and
+grpc open is close-on-exec. A NUL byte or a bad variable name is the same ValueError.
+
+``spawn`` returns None where it cannot stand in, and the caller takes the usual path:
+not Linux with glibc, no pidfd (Linux < 5.3, a seccomp profile), a working directory
+without ``posix_spawn_file_actions_addchdir_np`` (glibc < 2.29), a program not found
+on the command's own PATH where it differs from ours (so the usual path words the
+failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import ctypes
+import functools
+import os
+import platform
+import shutil
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+# glibc's (and musl's) posix_spawnattr flags.
+_SETPGROUP = 0x02
+_SETSIGDEF = 0x04
+_SETSIGMASK = 0x08
+# Opaque glibc types, sized with room to spare (80, 336 and 128 bytes on x86-64).
+_ACTIONS_SIZE = 512
+_ATTR_SIZE = 1024
+_SIGSET_SIZE = 256
+
+# A few threads: each is held only while its child runs up to exec.
+_threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="leoflow-spawn")
+
+
+@functools.cache
+def _libc() -> Any | None:
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.posix_spawn  # noqa: B018 - present, or AttributeError
+    except (OSError, AttributeError):
+        return None
+    if not _pidfd_works():
+        return None
+    return libc
+
+
+def _pidfd_works() -> bool:
+    try:
+        fd = os.pidfd_open(os.getpid())
+    except (AttributeError, OSError):
+        return False
+    os.close(fd)
+    return True
+
+
+def _cstrings(items: Sequence[bytes]) -> Any:
+    array = (ctypes.c_char_p * (len(items) + 1))()
+    array[: len(items)] = list(items)
+    array[len(items)] = None
+    return array
+
+
+def _check(text: bytes, what: str) -> bytes:
+    if b"\0" in text:
+        raise ValueError(f"embedded null byte in {what}")
+    return text
+
+
+def _encode(
+    argv: Sequence[str], env: Mapping[str, str], cwd: str | None
+) -> tuple[list[bytes], list[bytes], bytes | None]:
+    args = [_check(os.fsencode(a), "argv") for a in argv]
+    pairs = []
+    for key, value in env.items():
+        k = _check(os.fsencode(key), "an environment variable name")
+        if not k or b"=" in k:
+            raise ValueError("illegal environment variable name")
+        pairs.append(k + b"=" + _check(os.fsencode(value), "an environment variable"))
+    return args, pairs, None if cwd is None else _check(os.fsencode(cwd), "cwd")
+
+
+def _resolve(program: str, env: Mapping[str, str]) -> tuple[str, bool] | None:
+    """What to give posix_spawn, and whether it is to search PATH itself (posix_spawnp
+    searches ours, so only when the command's PATH is ours: no stat per directory here)."""
+    if os.sep in program:
+        return program, False  # relative to the working directory, as exec takes it
+    path = env.get("PATH", os.defpath)
+    if path == os.environ.get("PATH", os.defpath):
+        return program, True
+    found = shutil.which(program, path=path)
+    return (found, False) if found is not None and os.path.isabs(found) else None
+
+
+def _spawn(
+    libc: Any,
+    search: bool,
+    path: bytes,
+    args: list[bytes],
+    envp: list[bytes],
+    cwd: bytes | None,
+    out: int,
+    err: int,
+) -> int:
+    """posix_spawn with the file actions and attributes the module docstring lists;
+    runs in a worker thread (ctypes lets the GIL go for the call)."""
+    actions = ctypes.create_string_buffer(_ACTIONS_SIZE)
+    attr = ctypes.create_string_buffer(_ATTR_SIZE)
+    mask = ctypes.create_string_buffer(_SIGSET_SIZE)
+    defaults = ctypes.create_string_buffer(_SIGSET_SIZE)
+    libc.posix_spawn_file_actions_init(actions)
+    libc.posix_spawnattr_init(attr)
+    try:
+        steps = [
+            libc.posix_spawn_file_actions_addopen(actions, 0, b"/dev/null", os.O_RDONLY, 0),
+            libc.posix_spawn_file_actions_adddup2(actions, out, 1),
+            libc.posix_spawn_file_actions_adddup2(actions, err, 2),
+        ]
+        if cwd is not None:
+            steps.append(libc.posix_spawn_file_actions_addchdir_np(actions, cwd))
+        libc.sigemptyset(mask)
+        libc.sigemptyset(defaults)
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+            libc.sigaddset(defaults, int(signum))
+        steps += [
+            libc.posix_spawnattr_setflags(
+                attr, ctypes.c_short(_SETPGROUP | _SETSIGDEF | _SETSIGMASK)
+            ),
+            libc.posix_spawnattr_setpgroup(attr, 0),
+            libc.posix_spawnattr_setsigmask(attr, mask),
+            libc.posix_spawnattr_setsigdefault(attr, defaults),
+        ]
+        failed = next((code for code in steps if code != 0), 0)
+        if failed:
+            raise OSError(failed, os.strerror(failed))
+        pid = ctypes.c_int()
+        call = libc.posix_spawnp if search else libc.posix_spawn
+        code = call(ctypes.byref(pid), path, actions, attr, _cstrings(args), _cstrings(envp))
+        if code != 0:
+            raise OSError(code, os.strerror(code), os.fsdecode(args[0]))
+        return pid.value
+    finally:
+        libc.posix_spawn_file_actions_destroy(actions)
+        libc.posix_spawnattr_destroy(attr)
+
+
+class _Pipe(asyncio.Protocol):
+    """One of the child's output pipes, handed to its ``SubprocessProtocol`` as fd 1/2."""
+
+    def __init__(self, child: asyncio.SubprocessProtocol, fd: int) -> None:
+        self.child = child
+        self.fd = fd
+
+    def data_received(self, data: bytes) -> None:
+        self.child.pipe_data_received(self.fd, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.child.pipe_connection_lost(self.fd, exc)
+
+
+class SpawnedTransport(asyncio.SubprocessTransport):
+    """A child started by ``spawn``: its pid, pipes and exit status, as the loop sees them."""
+
+    def __init__(self, pid: int, protocol: asyncio.SubprocessProtocol) -> None:
+        super().__init__()
+        self._pid = pid
+        self._protocol = protocol
+        self._pipes: dict[int, asyncio.ReadTransport] = {}
+        self._returncode: int | None = None
+        self._pidfd = -1
+        self._closed = False
+
+    def get_pid(self) -> int:
+        return self._pid
+
+    def get_returncode(self) -> int | None:
+        return self._returncode
+
+    def get_pipe_transport(self, fd: int) -> Any:
+        return self._pipes.get(fd)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._protocol
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    def send_signal(self, signal: int) -> None:
+        if self._returncode is None:
+            os.kill(self._pid, signal)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def _watch_exit(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._pidfd = os.pidfd_open(self._pid)  # works on a zombie too: nothing is missed
+        loop.add_reader(self._pidfd, self._exited, loop)
+
+    def _exited(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._stop_watching(loop)
+        try:
+            _, status = os.waitpid(self._pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: the status is lost
+            status = 255 << 8
+        self._returncode = os.waitstatus_to_exitcode(status)
+        self._protocol.process_exited()
+
+    def _stop_watching(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._pidfd >= 0:
+            loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for pipe in self._pipes.values():
+            if not pipe.is_closing():
+                pipe.close()
+        # A child still running keeps running, as asyncio's own transport leaves it;
+        # its exit is still reaped so it leaves no zombie.
+
+
+_P = TypeVar("_P", bound=asyncio.SubprocessProtocol)
+
+
+async def spawn(
+    protocol_factory: Callable[[], _P],
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | None,
+) -> tuple[asyncio.SubprocessTransport, _P] | None:
+    """Start ``argv`` off the loop (see the module docstring); None: take the usual path.
+
+    Raises OSError as exec reports it (FileNotFoundError, PermissionError, ...) and
+    ValueError for a NUL byte, as ``subprocess`` does.
+    """
+    libc = _libc()
+    if (
+        libc is None
+        or not argv
+        or (cwd and not hasattr(libc, "posix_spawn_file_actions_addchdir_np"))
+    ):
+        return None
+    resolved = _resolve(argv[0], env)
+    if resolved is None:
+        return None
+    path, search = resolved
+    args, envp, cwd_bytes = _encode(argv, env, cwd or None)
+    loop = asyncio.get_running_loop()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        pid = await loop.run_in_executor(
+            _threads, _spawn, libc, search, os.fsencode(path), args, envp, cwd_bytes, out_w, err_w
+        )
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    protocol = protocol_factory()
+    transport = SpawnedTransport(pid, protocol)
+    protocol.connection_made(transport)
+    # Each file object owns its read end from here; its pipe transport closes it.
+    # (Wrapping a descriptor we hold: nothing here blocks.)
+    files = {1: os.fdopen(out_r, "rb", buffering=0), 2: os.fdopen(err_r, "rb", buffering=0)}
+    try:
+        for fd, file in files.items():
+            pipe, _ = await loop.connect_read_pipe(functools.partial(_Pipe, protocol, fd), file)
+            transport._pipes[fd] = pipe
+    except BaseException:
+        for fd, file in files.items():
+            if fd not in transport._pipes:
+                file.close()
+        transport.close()
+        raise
+    transport._watch_exit(loop)
+    return transport, protocol

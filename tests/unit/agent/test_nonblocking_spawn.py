@@ -1,0 +1,103 @@
+"""A command started off the loop gets what ``subprocess`` with ``process_group=0``
+would give it, and its output and exit reach the protocol as asyncio's would."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from leoflow.agent import nonblocking_spawn
+from leoflow.agent.child import ChildProtocol
+
+PATH = os.environ.get("PATH", os.defpath)
+
+
+class Recorder(ChildProtocol):
+    """ChildProtocol's futures, with the output kept instead of shipped."""
+
+    def __init__(self) -> None:
+        super().__init__(shipper=None)  # type: ignore[arg-type]
+        self.out = bytearray()
+        self.err = bytearray()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        assert isinstance(data, bytes)
+        (self.out if fd == 1 else self.err).extend(data)
+
+
+async def _run(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Recorder:
+    started = await nonblocking_spawn.spawn(Recorder, argv, env, cwd)
+    assert started is not None, "this machine (Linux, glibc, pidfd) should take the off-loop path"
+    transport, proto = started
+    await proto.exited
+    await proto.pipes_closed
+    transport.close()
+    proto.pid = transport.get_pid()  # type: ignore[attr-defined]
+    return proto
+
+
+SHOW = (
+    "echo out; echo err >&2; echo pgid=$(cut -d' ' -f5 /proc/$$/stat) pid=$$; "
+    "grep -E '^Sig(Blk|Ign)' /proc/$$/status; pwd; read line || echo stdin-empty; "
+    "echo FOO=$FOO; exit 7"
+)
+
+
+async def test_output_exit_group_cwd_env_stdin_and_signals(tmp_path: Path) -> None:
+    proto = await _run(["sh", "-c", SHOW], {"PATH": PATH, "FOO": "bar"}, cwd=str(tmp_path))
+    out = proto.out.decode()
+    assert proto.exited.result() == 7
+    assert proto.err.decode() == "err\n"
+    lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and " " not in line)
+    assert lines["FOO"] == "bar"
+    assert f"pgid={proto.pid} pid={proto.pid}" in out  # type: ignore[attr-defined]
+    masks = dict(line.split(":\t") for line in out.splitlines() if line.startswith("Sig"))
+    assert int(masks["SigBlk"], 16) == 0  # an empty signal mask
+    assert int(masks["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1)) == 0  # SIGPIPE back to default
+    assert f"\n{tmp_path}\n" in out and "stdin-empty" in out
+
+
+async def test_a_signal_death_is_minus_the_signal() -> None:
+    proto = await _run(["sh", "-c", "kill -TERM $$"], {"PATH": PATH})
+    assert proto.exited.result() == -signal.SIGTERM
+
+
+async def test_failures_raise_as_subprocess_does(tmp_path: Path) -> None:
+    env = {"PATH": PATH}
+    with pytest.raises(FileNotFoundError):
+        await nonblocking_spawn.spawn(Recorder, ["no-such-program-anywhere"], env, None)
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n")  # not executable
+    with pytest.raises(PermissionError):
+        await nonblocking_spawn.spawn(Recorder, [str(script)], env, None)
+    with pytest.raises(FileNotFoundError):
+        await nonblocking_spawn.spawn(Recorder, ["true"], env, str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="null byte"):
+        await nonblocking_spawn.spawn(Recorder, ["echo", "a\0b"], env, None)
+    with pytest.raises(ValueError, match="environment variable name"):
+        await nonblocking_spawn.spawn(Recorder, ["true"], {**env, "A=B": "1"}, None)
+
+
+async def test_a_path_of_its_own_is_searched_here_and_a_miss_takes_the_usual_path(
+    tmp_path: Path,
+) -> None:
+    program = tmp_path / "only-here"
+    program.write_text("#!/bin/sh\necho found-it\n")
+    program.chmod(0o755)
+    proto = await _run(["only-here"], {"PATH": f"{tmp_path}:{PATH}"})
+    assert proto.out == b"found-it\n"
+    # Not on its own PATH: None, so the caller's usual path says "command not found".
+    missing = await nonblocking_spawn.spawn(Recorder, ["no-such"], {"PATH": str(tmp_path)}, None)
+    assert missing is None
+
+
+async def test_twenty_at_once_each_get_their_own_output() -> None:
+    protos = await asyncio.gather(
+        *(_run([sys.executable, "-c", f"print({i})"], {"PATH": PATH}) for i in range(20))
+    )
+    assert [bytes(p.out) for p in protos] == [f"{i}\n".encode() for i in range(20)]
