@@ -80,23 +80,24 @@ def _cstrings(items: Sequence[bytes]) -> Any:
     return array
 
 
-def _check(text: bytes, what: str) -> bytes:
-    if b"\0" in text:
-        raise ValueError(f"embedded null byte in {what}")
-    return text
-
-
 def _encode(
     argv: Sequence[str], env: Mapping[str, str], cwd: str | None
 ) -> tuple[list[bytes], list[bytes], bytes | None]:
-    args = [_check(os.fsencode(a), "argv") for a in argv]
+    """argv, ``KEY=value`` lines and cwd as exec takes them (os.fsencode's encoding);
+    the ValueErrors subprocess raises for what exec cannot take."""
+    code = sys.getfilesystemencoding()
+    for text in (*argv, *([cwd] if cwd is not None else [])):
+        if "\0" in text:
+            raise ValueError("embedded null byte")
     pairs = []
     for key, value in env.items():
-        k = _check(os.fsencode(key), "an environment variable name")
-        if not k or b"=" in k:
+        if not key or "=" in key or "\0" in key:
             raise ValueError("illegal environment variable name")
-        pairs.append(k + b"=" + _check(os.fsencode(value), "an environment variable"))
-    return args, pairs, None if cwd is None else _check(os.fsencode(cwd), "cwd")
+        if "\0" in value:
+            raise ValueError("embedded null byte")
+        pairs.append(f"{key}={value}".encode(code, "surrogateescape"))
+    args = [a.encode(code, "surrogateescape") for a in argv]
+    return args, pairs, None if cwd is None else cwd.encode(code, "surrogateescape")
 
 
 def _resolve(program: str, env: Mapping[str, str]) -> tuple[str, bool] | None:

@@ -42,6 +42,9 @@ class Scratch:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._shared: dict[str, str] = {}  # base -> this process's output directory
+        # Names in it: unguessable per process, then counted (no syscall per name).
+        self._name_prefix = secrets.token_hex(8)
+        self._named = 0
         atexit.register(self._remove_shared)
 
     def take(self, base: str, *, inputs: bool = False) -> str:
@@ -69,7 +72,9 @@ class Scratch:
             shared = self._shared.get(base, "")
             if not shared or not _still_private(shared):
                 shared = self._shared[base] = tempfile.mkdtemp(prefix=PREFIX, dir=base)
-        return os.path.join(shared, f"{secrets.token_hex(12)}.output.json")
+            self._named += 1
+            number = self._named
+        return os.path.join(shared, f"{self._name_prefix}-{number}.output.json")
 
     def discard(self, root: str) -> None:
         """Remove ``root`` and what is in it, soon."""
