@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -163,3 +164,60 @@ async def test_token_bucket_paces_after_the_burst(monkeypatch: pytest.MonkeyPatc
     for _ in range(5):
         await bucket.take()
     assert waits == [pytest.approx(0.1), pytest.approx(0.1)]
+
+
+async def test_token_bucket_keeps_its_rate_when_sleeps_overshoot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A busy loop wakes a sleeper late; the late part must count towards the next
+    # token, not be lost to the rate.
+    now = [100.0]
+    waits: list[float] = []
+
+    async def late_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds + 0.04
+
+    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", late_sleep)
+    bucket = TokenBucket(rate=10.0, burst=1)
+    for _ in range(4):
+        await bucket.take()
+    # Token 2 was due 0.1 s after the start and came at 0.14: token 3 is due 0.06 later.
+    assert waits == [pytest.approx(0.1), pytest.approx(0.06), pytest.approx(0.06)]
+
+
+async def test_token_bucket_spaces_concurrent_takers_and_refunds_a_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_sleep = asyncio.sleep  # the patch below replaces asyncio's own
+    now = [100.0]
+    waits: list[float] = []
+    gates: list[asyncio.Future[None]] = []
+
+    async def held_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        gate = asyncio.get_running_loop().create_future()
+        gates.append(gate)
+        await gate
+
+    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", held_sleep)
+    bucket = TokenBucket(rate=10.0, burst=2)
+    takers = [asyncio.create_task(bucket.take()) for _ in range(5)]
+    for _ in range(3):
+        await real_sleep(0)
+    # Two from the burst; the next three each reserve the token after the last one's.
+    assert [t.done() for t in takers] == [True, True, False, False, False]
+    assert waits == [pytest.approx(0.1), pytest.approx(0.2), pytest.approx(0.3)]
+    takers[4].cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await takers[4]
+    # The cancelled reservation is given back: the next taker gets its slot.
+    late = asyncio.create_task(bucket.take())
+    await real_sleep(0)
+    assert waits[-1] == pytest.approx(0.3)
+    for gate in gates:
+        if not gate.done():  # the cancelled taker's was cancelled with it
+            gate.set_result(None)
+    await asyncio.gather(*takers[:4], late)
