@@ -221,3 +221,51 @@ async def test_token_bucket_spaces_concurrent_takers_and_refunds_a_cancel(
         if not gate.done():  # the cancelled taker's was cancelled with it
             gate.set_result(None)
     await asyncio.gather(*takers[:4], late)
+
+
+async def test_the_environment_is_read_once_per_client_not_per_request(
+    server: FakeApiServer, kube: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiohttp's trust_env looked the proxy and ~/.netrc up in a worker thread on
+    # every request; the client asks once, when a component's ApiClient is made.
+    def per_request(*_: object) -> None:
+        raise AssertionError("the environment was read for a request")
+
+    monkeypatch.setattr("aiohttp.client.get_env_proxy_for_url", per_request)
+    monkeypatch.setattr("aiohttp.client.ClientSession._get_netrc_auth", per_request)
+    await kube.create_pod(a_pod())
+    await kube.create_pod(a_pod(2))
+    assert len(await kube.list_pods("app.kubernetes.io/managed-by=leoflow")) > 0
+
+
+async def test_a_proxy_from_the_environment_still_applies(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes_asyncio.client import Configuration
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.delenv("https_proxy", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = KubeClient(
+        Configuration(host="https://apiserver.example:6443"),
+        task_namespace=TASK_NS,
+        release_namespace=RELEASE_NS,
+    )
+    try:
+        rest = client._api("dispatch").rest_client
+        assert rest.proxy == "http://proxy.example:3128"
+        assert rest.proxy_headers["Proxy-Authorization"].startswith("Basic ")
+        assert not rest.pool_manager.trust_env
+    finally:
+        await client.close()
+    monkeypatch.setenv("NO_PROXY", "apiserver.example")
+    client = KubeClient(
+        Configuration(host="https://apiserver.example:6443"),
+        task_namespace=TASK_NS,
+        release_namespace=RELEASE_NS,
+    )
+    try:
+        assert client._api("dispatch").rest_client.proxy is None
+    finally:
+        await client.close()
