@@ -202,8 +202,8 @@ class TaskInstanceRecords(StoreBase):
         def op(conn: Connection) -> list[bool]:
             locked: dict[int, dict[str, Any]] = {}
             for chunk in chunks(pks):
-                for row in conn.execute(self._ti_lock, {"b_pks": chunk}):
-                    locked[row[0]] = dict(zip(("state", *_KEPT), row[1:], strict=True))
+                for found in conn.execute(self._ti_lock, {"b_pks": chunk}):
+                    locked[found[0]] = dict(zip(("state", *_KEPT), found[1:], strict=True))
 
             # Each change is judged against the row as the changes before it in this
             # batch left it (none->scheduled then scheduled->queued both succeed), in
