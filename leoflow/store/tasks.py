@@ -24,9 +24,9 @@ from leoflow.store.base import (
     state_params,
     state_update,
 )
-from leoflow.store.errors import StoreError
+from leoflow.store.errors import StaleEpoch, StoreError
 from leoflow.store.rows import TaskChange, TaskInstanceRow
-from leoflow.store.schema import task_instances, tickets
+from leoflow.store.schema import scheduler_epoch, task_instances, tickets
 
 TASK_FIELDS = frozenset(
     {
@@ -84,13 +84,19 @@ class TaskInstanceRecords(StoreBase):
         self._ti_by_pks = sa.select(task_instances).where(
             _ti.pk.in_(sa.bindparam("b_pks", expanding=True))
         )
+        # The batch's fence rides on its lock: the epoch (share-locked, as ``_fence``
+        # takes it) comes back with every row, a round trip less per tick. Taking
+        # office only updates the epoch row, so it cannot deadlock with these locks.
+        fence = sa.select(scheduler_epoch.c.epoch).where(scheduler_epoch.c.id == 1)
+        if not self._sqlite:
+            fence = fence.with_for_update(read=True)
         lock = (
-            sa.select(_ti.pk, _ti.state, *(_ti[key] for key in _KEPT))
+            sa.select(_ti.pk, _ti.state, *(_ti[key] for key in _KEPT), fence.scalar_subquery())
             .where(_ti.pk.in_(sa.bindparam("b_pks", expanding=True)))
             .order_by(_ti.pk)
         )
         # Rows are locked in pk order, so two batches cannot deadlock each other.
-        self._ti_lock = lock if self._sqlite else lock.with_for_update()
+        self._ti_lock = lock if self._sqlite else lock.with_for_update(of=task_instances)
         self._heartbeat = (
             sa.update(task_instances)
             .where(
@@ -201,9 +207,16 @@ class TaskInstanceRecords(StoreBase):
 
         def op(conn: Connection) -> list[bool]:
             locked: dict[int, dict[str, Any]] = {}
+            fenced = False
             for chunk in chunks(pks):
                 for found in conn.execute(self._ti_lock, {"b_pks": chunk}):
-                    locked[found[0]] = dict(zip(("state", *_KEPT), found[1:], strict=True))
+                    if epoch is not None and not fenced:
+                        if int(found[-1]) != epoch:
+                            raise StaleEpoch(epoch, int(found[-1]))
+                        fenced = True
+                    locked[found[0]] = dict(zip(("state", *_KEPT), found[1:-1], strict=True))
+            if epoch is not None and not fenced:  # no row brought the epoch: ask alone
+                self._fence(conn, epoch)
 
             # Each change is judged against the row as the changes before it in this
             # batch left it (none->scheduled then scheduled->queued both succeed), in
@@ -247,7 +260,7 @@ class TaskInstanceRecords(StoreBase):
                 conn.execute(self._launch_tickets, ticket_rows)
             return results
 
-        return await self._write(op, epoch)
+        return await self._write(op, None)  # fenced in ``op``, with the lock
 
     async def heartbeat(self, ti_pk: int, try_number: int, at: float) -> bool:
         """Record an agent's heartbeat; only for a running instance on that try."""
