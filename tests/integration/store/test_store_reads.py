@@ -1,0 +1,46 @@
+"""PostgreSQL reads run outside a transaction: one round trip per statement, not
+BEGIN, the statement and COMMIT (a busy scheduler loop waits a turn for each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
+
+from leoflow.domain.states import TaskState as T
+from leoflow.store import Store, TaskChange
+
+from .helpers import make_run
+
+
+async def test_reads_begin_no_transaction_and_writes_do(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite's reads run without BEGIN already")
+    run = await make_run(store, tasks=2)
+    begun: list[str] = []
+    adapted: Any = pg_asyncpg.AsyncAdapt_asyncpg_connection
+    start = adapted._start_transaction
+
+    async def counted(self: Any) -> None:
+        begun.append(str(self.isolation_level))
+        await start(self)
+
+    monkeypatch.setattr(adapted, "_start_transaction", counted)
+    tis = await store.list_task_instances(run_pk=run.pk)
+    assert await store.get_run(run.pk) is not None
+    assert begun == [] or set(begun) == {"autocommit"}
+    begun.clear()
+    assert await store.transition_tasks([TaskChange(tis[0].pk, T.NONE, T.SCHEDULED)], epoch=None)
+    assert begun and "autocommit" not in begun
+    # The pool hands the write's connection to a read again, and back, unharmed.
+    begun.clear()
+    assert (await store.get_task_instance(tis[0].pk)) is not None
+    assert set(begun) <= {"autocommit"}
+    assert await store.transition_tasks(
+        [TaskChange(tis[0].pk, T.SCHEDULED, T.QUEUED, fields={"try_number": 1})], epoch=None
+    )
+    got = await store.get_task_instance(tis[0].pk)
+    assert got is not None and got.state is T.QUEUED
