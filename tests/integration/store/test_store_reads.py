@@ -44,3 +44,27 @@ async def test_reads_begin_no_transaction_and_writes_do(
     )
     got = await store.get_task_instance(tis[0].pk)
     assert got is not None and got.state is T.QUEUED
+
+
+async def test_an_exchange_uses_its_tickets_without_a_transaction(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite's write lock is its transaction")
+    run = await make_run(store, tasks=1)
+    (ti,) = await store.list_task_instances(run_pk=run.pk)
+    await store.transition_tasks([], epoch=None, tickets=[("h1", ti.pk, 1)], tickets_expire_at=1e12)
+    begun: list[str] = []
+    adapted: Any = pg_asyncpg.AsyncAdapt_asyncpg_connection
+    start = adapted._start_transaction
+
+    async def counted(self: Any) -> None:
+        begun.append(str(self.isolation_level))
+        await start(self)
+
+    monkeypatch.setattr(adapted, "_start_transaction", counted)
+    uses = await store.consume_tickets(["h1", "h1", "nope"], 1.0)
+    assert (uses["h1"].status, uses["nope"].status) == ("ok", "unknown")
+    assert set(begun) <= {"autocommit"}
+    again = await store.consume_tickets(["h1"], 2.0)
+    assert again["h1"].status == "replayed"
