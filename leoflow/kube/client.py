@@ -21,12 +21,14 @@ import json
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Literal, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 from urllib.parse import quote
 
 import aiohttp
+import aiohttp.helpers
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
+from yarl import URL
 
 import leoflow
 from leoflow.kube import calls
@@ -69,27 +71,34 @@ def user_agent(component: str) -> str:
 
 
 class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved up; ``take`` waits for one."""
+    """``rate`` tokens a second, at most ``burst`` saved up; ``take`` waits for one.
+
+    A take that finds no token reserves the next one (the count goes below zero) and
+    sleeps until it is due, so the takers are spaced on the bucket's own clock. Each
+    waiter used to hold a lock through its sleep and restart the clock from when it
+    woke: on a busy loop every sleep overshoots, and each overshoot was lost to the
+    rate (``benchmarks/bench_pro_scale.py``: 165-185 creates/s from a 200/s bucket).
+    A reservation that is cancelled gives its token back.
+    """
 
     def __init__(self, rate: float, burst: int) -> None:
         self.rate = float(rate)
         self.burst = max(1, int(burst))
         self._tokens = float(self.burst)
         self._stamp = time.monotonic()
-        self._lock = asyncio.Lock()
 
     async def take(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-            self._stamp = now
-            if self._tokens < 1.0:
-                wait = (1.0 - self._tokens) / self.rate
-                await asyncio.sleep(wait)
-                self._stamp = time.monotonic()
-                self._tokens = 0.0
-            else:
-                self._tokens -= 1.0
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+        self._stamp = now
+        self._tokens -= 1.0
+        if self._tokens >= 0.0:
+            return
+        try:
+            await asyncio.sleep(-self._tokens / self.rate)
+        except asyncio.CancelledError:
+            self._tokens += 1.0
+            raise
 
 
 class WatchStream:
@@ -140,10 +149,51 @@ class _JsonApiClient(k8s.ApiClient):
     not JSON fails ``json.dumps`` loudly instead of being converted.
     """
 
+    def __init__(self, configuration: k8s.Configuration) -> None:
+        super().__init__(configuration=configuration)
+        _read_environment_once(self.rest_client, configuration)
+
     def sanitize_for_serialization(self, obj: object) -> object:
         if type(obj) is dict:
             return obj
         return super().sanitize_for_serialization(obj)
+
+
+def _read_environment_once(rest: Any, configuration: k8s.Configuration) -> None:
+    """Take the proxy and netrc settings from the environment now, not per request.
+
+    ``kubernetes_asyncio`` opens its session with ``trust_env=True``, and aiohttp then
+    makes every request look up ``HTTP(S)_PROXY``/``NO_PROXY`` and ``~/.netrc`` in a
+    worker thread, two thread hops each: on a busy 2-core scheduler each hop waited for
+    the GIL behind the event loop (``benchmarks/bench_pro_scale.py``: ~8% of the
+    scheduler's CPU and a share of every pod create's latency). Every request of a
+    client goes to the one apiserver, so the answers are the same each time: asked
+    once here, and the session no longer asks. An explicit ``configuration.proxy``
+    wins, as it did.
+    """
+    old = rest.pool_manager
+    url = URL(configuration.host or "")
+    if not rest.proxy:
+        with contextlib.suppress(LookupError):
+            proxy, proxy_auth = aiohttp.helpers.get_env_proxy_for_url(url)
+            rest.proxy = str(proxy)
+            if proxy_auth is not None:
+                rest.proxy_headers = {
+                    **(rest.proxy_headers or {}),
+                    "Proxy-Authorization": proxy_auth.encode(),
+                }
+    auth = None
+    netrc = aiohttp.helpers.netrc_from_env()
+    if netrc is not None and url.host is not None:
+        with contextlib.suppress(LookupError):
+            auth = aiohttp.helpers.basicauth_from_netrc(netrc, url.host)
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=old.connector,
+        auth=auth,
+        trust_env=False,
+        read_bufsize=2**21,  # as kubernetes_asyncio's: large watch events
+    )
+    old.detach()  # the connector is the new session's now
 
 
 class KubeClient:

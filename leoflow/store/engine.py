@@ -190,6 +190,7 @@ class Runner(Protocol):
         epoch: int | None,
         fence: Fence,
         urgent: bool = False,
+        statement: bool = False,
     ) -> T: ...
 
     async def close(self) -> None: ...
@@ -250,6 +251,7 @@ class SqliteRunner:
         epoch: int | None,
         fence: Fence,
         urgent: bool = False,
+        statement: bool = False,  # SQLite's write lock is its transaction: no change
     ) -> T:
         loop = asyncio.get_running_loop()
         executor = self._urgent if urgent else self._executor
@@ -273,6 +275,12 @@ class PostgresRunner:
 
     def __init__(self, url: URL) -> None:
         self.engine = create_postgres_engine(url)
+        # Reads run outside a transaction, one round trip per statement instead of
+        # BEGIN, the statement(s), COMMIT: the poll's steps and the agent endpoint's
+        # reads each waited three turns of a busy loop for one answer. Under READ
+        # COMMITTED each statement of a read saw its own snapshot anyway (and SQLite's
+        # reads above run without BEGIN too); same pool, same connections.
+        self._reads = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.retry_window = RETRY_WINDOW
 
     async def run(
@@ -283,9 +291,14 @@ class PostgresRunner:
         epoch: int | None,
         fence: Fence,
         urgent: bool = False,  # no queue of ours to jump: the pool serves in turn
+        statement: bool = False,
     ) -> T:
+        # ``statement``: a write whose every statement stands alone (an UPDATE ...
+        # RETURNING, then only reads), so it needs no BEGIN/COMMIT around it either.
+        engine = self._reads if statement or not write else self.engine
+
         async def once() -> T:
-            async with self.engine.connect() as conn:
+            async with engine.connect() as conn:
                 return await conn.run_sync(_transaction, op, write, epoch, fence, None)
 
         result: T = await _retrying(once, self.retry_window, "PostgreSQL")

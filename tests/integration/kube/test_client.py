@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -163,3 +164,108 @@ async def test_token_bucket_paces_after_the_burst(monkeypatch: pytest.MonkeyPatc
     for _ in range(5):
         await bucket.take()
     assert waits == [pytest.approx(0.1), pytest.approx(0.1)]
+
+
+async def test_token_bucket_keeps_its_rate_when_sleeps_overshoot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A busy loop wakes a sleeper late; the late part must count towards the next
+    # token, not be lost to the rate.
+    now = [100.0]
+    waits: list[float] = []
+
+    async def late_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds + 0.04
+
+    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", late_sleep)
+    bucket = TokenBucket(rate=10.0, burst=1)
+    for _ in range(4):
+        await bucket.take()
+    # Token 2 was due 0.1 s after the start and came at 0.14: token 3 is due 0.06 later.
+    assert waits == [pytest.approx(0.1), pytest.approx(0.06), pytest.approx(0.06)]
+
+
+async def test_token_bucket_spaces_concurrent_takers_and_refunds_a_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_sleep = asyncio.sleep  # the patch below replaces asyncio's own
+    now = [100.0]
+    waits: list[float] = []
+    gates: list[asyncio.Future[None]] = []
+
+    async def held_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        gate = asyncio.get_running_loop().create_future()
+        gates.append(gate)
+        await gate
+
+    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", held_sleep)
+    bucket = TokenBucket(rate=10.0, burst=2)
+    takers = [asyncio.create_task(bucket.take()) for _ in range(5)]
+    for _ in range(3):
+        await real_sleep(0)
+    # Two from the burst; the next three each reserve the token after the last one's.
+    assert [t.done() for t in takers] == [True, True, False, False, False]
+    assert waits == [pytest.approx(0.1), pytest.approx(0.2), pytest.approx(0.3)]
+    takers[4].cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await takers[4]
+    # The cancelled reservation is given back: the next taker gets its slot.
+    late = asyncio.create_task(bucket.take())
+    await real_sleep(0)
+    assert waits[-1] == pytest.approx(0.3)
+    for gate in gates:
+        if not gate.done():  # the cancelled taker's was cancelled with it
+            gate.set_result(None)
+    await asyncio.gather(*takers[:4], late)
+
+
+async def test_the_environment_is_read_once_per_client_not_per_request(
+    server: FakeApiServer, kube: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiohttp's trust_env looked the proxy and ~/.netrc up in a worker thread on
+    # every request; the client asks once, when a component's ApiClient is made.
+    def per_request(*_: object) -> None:
+        raise AssertionError("the environment was read for a request")
+
+    monkeypatch.setattr("aiohttp.client.get_env_proxy_for_url", per_request)
+    monkeypatch.setattr("aiohttp.client.ClientSession._get_netrc_auth", per_request)
+    await kube.create_pod(a_pod())
+    await kube.create_pod(a_pod(2))
+    assert len(await kube.list_pods("app.kubernetes.io/managed-by=leoflow")) > 0
+
+
+async def test_a_proxy_from_the_environment_still_applies(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes_asyncio.client import Configuration
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.delenv("https_proxy", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = KubeClient(
+        Configuration(host="https://apiserver.example:6443"),
+        task_namespace=TASK_NS,
+        release_namespace=RELEASE_NS,
+    )
+    try:
+        rest = client._api("dispatch").rest_client
+        assert rest.proxy == "http://proxy.example:3128"
+        assert rest.proxy_headers["Proxy-Authorization"].startswith("Basic ")
+        assert not rest.pool_manager.trust_env
+    finally:
+        await client.close()
+    monkeypatch.setenv("NO_PROXY", "apiserver.example")
+    client = KubeClient(
+        Configuration(host="https://apiserver.example:6443"),
+        task_namespace=TASK_NS,
+        release_namespace=RELEASE_NS,
+    )
+    try:
+        assert client._api("dispatch").rest_client.proxy is None
+    finally:
+        await client.close()
