@@ -30,7 +30,6 @@ import concurrent.futures
 import ctypes
 import functools
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -52,7 +51,11 @@ _threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_pref
 
 @functools.cache
 def _libc() -> Any | None:
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+    try:
+        libc_name = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        libc_name = ""
+    if not sys.platform.startswith("linux") or not libc_name.startswith("glibc"):
         return None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
