@@ -16,6 +16,7 @@ import pytest
 
 from leoflow.agent import lifeline as lifeline_module
 from leoflow.agent.lifeline import lifeline
+from tests.support.procfs import comm, gone
 
 
 def test_a_found_command_goes_through_setpriv_and_needs_no_hook() -> None:
@@ -55,21 +56,6 @@ PARENT = textwrap.dedent(
 )
 
 
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except FileNotFoundError:
-        return ""
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"  # killed, waiting for a reaper (init) to collect it
-
-
 @pytest.mark.parametrize("way", ["setpriv", "hook"])
 def test_the_command_gets_sigkill_when_its_parent_is_killed(way: str) -> None:
     root = str(Path(lifeline_module.__file__).parents[2])
@@ -82,13 +68,13 @@ def test_the_command_gets_sigkill_when_its_parent_is_killed(way: str) -> None:
         # The request is made by the child itself (setpriv, or the hook before exec):
         # wait until it runs `sleep`, so the request is in place before the kill.
         deadline = time.monotonic() + 60
-        while _comm(child) != "sleep":
+        while comm(child) != "sleep":
             assert time.monotonic() < deadline, f"{child} never became sleep ({way})"
             time.sleep(0.01)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=60)
         deadline = time.monotonic() + 60
-        while not _gone(child):
+        while not gone(child):
             assert time.monotonic() < deadline, f"sleep {child} outlived its parent ({way})"
             time.sleep(0.02)
     finally:

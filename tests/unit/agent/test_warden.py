@@ -18,6 +18,7 @@ import pytest
 from leoflow.agent import warden as warden_module
 from leoflow.agent.lifeline import lifeline
 from leoflow.agent.warden import Warden
+from tests.support.procfs import comm, gone
 
 # Starts a warden and two commands, each in a session of its own, each with a
 # background `sleep` in its group; lists both with the warden, strikes the second
@@ -49,21 +50,6 @@ PARENT = textwrap.dedent(
 )
 
 
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except FileNotFoundError:
-        return ""
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state == "Z"  # killed, waiting for a reaper (init) to collect it
-
-
 def _wait(condition: object, what: str) -> None:
     deadline = time.monotonic() + 60
     while not condition():  # type: ignore[operator]
@@ -84,14 +70,14 @@ def test_the_listed_groups_die_with_the_parent_and_the_forgotten_one_lives(end: 
     everyone = (kept, kept_background, forgotten, forgotten_background)
     try:
         for pid in everyone:
-            _wait(lambda pid=pid: _comm(pid) == "sleep", f"{pid} never became sleep")
+            _wait(lambda pid=pid: comm(pid) == "sleep", f"{pid} never became sleep")
         if end == "sigkill":
             parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=60)
         for pid in (kept, kept_background):
-            _wait(lambda pid=pid: _gone(pid), f"sleep {pid} outlived its parent ({end})")
+            _wait(lambda pid=pid: gone(pid), f"sleep {pid} outlived its parent ({end})")
         # The warden has acted (the kept group is gone); the struck-off group lives on.
-        assert not _gone(forgotten) and not _gone(forgotten_background)
+        assert not gone(forgotten) and not gone(forgotten_background)
     finally:
         parent.kill()
         for pid in everyone:
