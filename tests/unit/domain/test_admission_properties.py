@@ -8,6 +8,7 @@ exactly the same, and that its bookkeeping never drifts.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
@@ -317,3 +318,47 @@ def test_large_workloads_match_the_model(
     # Nothing that could run was left behind.
     for c in model.waiting.values():
         assert not model.can_ever_run(c)
+
+
+# The benchmark's steady state in miniature: a few DAGs, one of them busy, at small
+# limits, pools that fill, and every step releasing some held tasks, offering new
+# ones and admitting. This keeps DAGs filling and emptying while their groups wait
+# in lanes and parked lanes, a churn the machine above rarely reaches.
+@settings(max_examples=60, deadline=None)
+@given(
+    rnd=st.randoms(use_true_random=False),
+    parallelism=st.integers(2, 12),
+    batch=st.integers(1, 4),
+    dag_limits=st.lists(st.integers(1, 3), min_size=3, max_size=3),
+)
+def test_steady_churn_under_dag_and_pool_limits_matches_the_model(
+    rnd: random.Random, parallelism: int, batch: int, dag_limits: list[int]
+) -> None:
+    pools = {"p": 2, "q": 3, "r": 1}
+    adm = Admission(parallelism, pools, default_pool_slots=4)
+    model = Model(parallelism, pools)
+    model.pools[DEFAULT_POOL] = 4
+    for dag, limit in zip("abc", dag_limits, strict=True):
+        adm.set_dag_limit(dag, limit)
+        model.dag_limits[dag] = limit
+    key = 0
+    for _ in range(100):
+        for _ in range(batch):
+            if model.held and rnd.random() < 0.8:
+                k = rnd.choice(sorted(model.held))
+                assert adm.release(k)
+                del model.held[k]
+            c = Candidate(
+                key=key,
+                dag_id=rnd.choices("abcd", (6, 2, 1, 1))[0],
+                pool=rnd.choice((DEFAULT_POOL, "p", "q", "r")),
+                pool_slots=rnd.choice((1, 1, 1, 2)),
+                priority=rnd.randrange(4),
+                run_order=float(rnd.randrange(key // 5 + 1)),
+                ready_order=float(key),
+            )
+            key += 1
+            assert adm.offer(c)
+            model.waiting[c.key] = c
+        assert adm.admit() == model.admit(None)
+    assert adm.waiting_count == len(model.waiting)
