@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from leoflow.domain.states import TaskState, check_task_transition
+from leoflow.domain.states import RunState, TaskState, check_run_transition, check_task_transition
 from leoflow.store.base import (
     StoreBase,
     check_fields,
@@ -25,7 +25,9 @@ from leoflow.store.base import (
     state_update,
 )
 from leoflow.store.errors import StaleEpoch, StoreError
-from leoflow.store.rows import TaskChange, TaskInstanceRow
+from leoflow.store.rows import RunChange, TaskChange, TaskInstanceRow
+from leoflow.store.rows import task_instance_row as _ti_row
+from leoflow.store.runs import RUN_FIELDS, run_update
 from leoflow.store.schema import scheduler_epoch, task_instances, tickets
 
 TASK_FIELDS = frozenset(
@@ -52,13 +54,6 @@ _ti = task_instances.c
 # can set all of them (``transition_tasks``). Not ``output``: up to 64 KB a row, set
 # only by a success; a change that sets it goes out in its own shape.
 _KEPT = tuple(sorted(TASK_FIELDS - {"output"}))
-
-
-def _ti_row(r: Sequence[Any]) -> TaskInstanceRow:
-    return TaskInstanceRow(
-        r[0], r[1], r[2], r[3], r[4], TaskState(r[5]), r[6], r[7], r[8], r[9], r[10], r[11],
-        r[12], r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20], r[21], r[22], r[23],
-    )  # fmt: skip
 
 
 @functools.cache
@@ -193,8 +188,34 @@ class TaskInstanceRecords(StoreBase):
         scheduled->queued in one batch both succeed). An illegal transition anywhere
         in the batch refuses the whole batch before anything is written.
         """
-        if not changes and not tickets:
-            return []
+        results, _ = await self.commit_batch(
+            changes, (), epoch=epoch, tickets=tickets, tickets_expire_at=tickets_expire_at
+        )
+        return results
+
+    async def commit_batch(
+        self,
+        changes: Sequence[TaskChange],
+        runs: Sequence[RunChange],
+        *,
+        epoch: int | None,
+        tickets: Sequence[tuple[str, int, int]] = (),
+        tickets_expire_at: float = 0.0,
+    ) -> tuple[list[bool], list[bool]]:
+        """``transition_tasks`` and runs' compare-and-sets (``transition_run``'s, in
+        order, after the tasks') in the same transaction: a tick's commit. A run's
+        start and end were a transaction (a BEGIN, a fence read and a commit) each.
+        Per-change success of each."""
+        if not changes and not tickets and not runs:
+            return [], []
+        run_params: list[tuple[sa.Update, dict[str, Any]]] = []
+        for run in runs:
+            expected, new = RunState(run.expected), RunState(run.new)
+            check_run_transition(expected, new)
+            check_fields(run.fields, RUN_FIELDS, "commit_batch")
+            keys = tuple(sorted(run.fields))
+            params = state_params(run.run_pk, expected.value, new.value, keys, run.fields)
+            run_params.append((run_update(keys), params))
         ticket_rows = [
             {"hash": h, "ti_pk": pk, "try_number": t, "expires_at": tickets_expire_at}
             for h, pk, t in tickets
@@ -205,7 +226,7 @@ class TaskInstanceRecords(StoreBase):
         at = now()
         pks = sorted({change.ti_pk for change in changes})
 
-        def op(conn: Connection) -> list[bool]:
+        def op(conn: Connection) -> tuple[list[bool], list[bool]]:
             locked: dict[int, dict[str, Any]] = {}
             fenced = False
             for chunk in chunks(pks):
@@ -258,7 +279,8 @@ class TaskInstanceRecords(StoreBase):
                     )
             if ticket_rows:  # the launches' tickets, in the same transaction
                 conn.execute(self._launch_tickets, ticket_rows)
-            return results
+            run_results = [conn.execute(stmt, params).rowcount == 1 for stmt, params in run_params]
+            return results, run_results
 
         return await self._write(op, None)  # fenced in ``op``, with the lock
 
