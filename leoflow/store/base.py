@@ -78,8 +78,16 @@ class Positional:
     tick's commit on SQLite. The same SQL, bind processors and events as
     ``conn.execute``; only for a dialect whose paramstyle is positional."""
 
-    def __init__(self, stmt: sa.ClauseElement, dialect: sa.Dialect) -> None:
-        compiled: Any = stmt.compile(dialect=dialect)
+    def __init__(
+        self,
+        stmt: sa.ClauseElement,
+        dialect: sa.Dialect,
+        column_keys: Sequence[str] | None = None,
+    ) -> None:
+        """``column_keys``: an INSERT's columns (its rows' keys), as ``compile`` takes them."""
+        compiled: Any = stmt.compile(
+            dialect=dialect, column_keys=None if column_keys is None else list(column_keys)
+        )
         if not dialect.positional or compiled.positiontup is None:
             raise ValueError(f"{dialect.name} does not bind parameters by position")
         self.sql: str = compiled.string
@@ -202,6 +210,21 @@ class StoreBase:
         if current != epoch:
             raise StaleEpoch(epoch, current)
 
+    def _insert_many(
+        self, conn: Connection, stmt: sa.Insert, rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """An executemany INSERT of rows that all have the same keys; on SQLite as
+        ``Positional`` SQL, kept per statement and set of keys."""
+        if not self._sqlite or not rows:
+            conn.execute(stmt, list(rows))
+            return
+        keys = tuple(rows[0])
+        positional = self._inserts.get((stmt, keys))
+        if positional is None:
+            positional = Positional(stmt, conn.dialect, keys)
+            self._inserts[(stmt, keys)] = positional
+        conn.exec_driver_sql(positional.sql, positional.rows(rows))
+
     def _insert(self, table: sa.Table) -> Any:
         """The dialect's INSERT, which has ``on_conflict_do_update``/``_do_nothing``."""
         if self._sqlite:
@@ -217,6 +240,7 @@ class StoreBase:
         fence = sa.select(scheduler_epoch.c.epoch).where(scheduler_epoch.c.id == 1)
         self._epoch_fence = fence if self._sqlite else fence.with_for_update(read=True)
         self._epoch_read = fence
+        self._inserts: dict[tuple[sa.Insert, tuple[str, ...]], Positional] = {}
 
     # ------------------------------------------------------------------ schema
 

@@ -157,7 +157,7 @@ class RunRecords(StoreBase):
             if pk is None:
                 raise RunExists(dag_id, run_id)
             if tasks:
-                conn.execute(self._insert_tis, _seed_rows(tasks, pk, dag_id, run_id, at))
+                self._insert_many(conn, self._insert_tis, _seed_rows(tasks, pk, dag_id, run_id, at))
             tis = []
             if read_back and tasks:
                 tis = [task_instance_row(r) for r in conn.execute(self._tis_of_run, {"b_pk": pk})]

@@ -314,7 +314,7 @@ class TaskInstanceRecords(StoreBase):
                         f"batch transition updated {result.rowcount} rows, expected {len(batch)}"
                     )
             if ticket_rows:  # the launches' tickets, in the same transaction
-                conn.execute(self._launch_tickets, ticket_rows)
+                self._insert_many(conn, self._launch_tickets, ticket_rows)
             run_results = [conn.execute(stmt, params).rowcount == 1 for stmt, params in run_params]
             return results, run_results
 

@@ -43,3 +43,9 @@ def test_rows_follow_the_placeholders_and_their_types() -> None:
 def test_a_named_paramstyle_is_refused() -> None:
     with pytest.raises(ValueError):
         Positional(state_update(table, ()), postgresql.psycopg2.dialect())  # type: ignore[no-untyped-call]
+
+
+def test_an_insert_binds_only_the_rows_keys() -> None:
+    insert = Positional(sa.insert(table), sqlite.dialect(), ("pk", "at"))
+    assert insert.sql == "INSERT INTO t (pk, at) VALUES (?, ?)"
+    assert insert.rows([{"at": 1, "pk": 5}]) == [(5, 1.0)]
