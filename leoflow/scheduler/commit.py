@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import Book
-from leoflow.store import Store
+from leoflow.store import RunChange, Store
 
 log = logging.getLogger("leoflow.scheduler")
 
@@ -36,9 +36,16 @@ class GroupCommit:
         self._reload_run = reload_run
 
     async def flush(self, batch: Batch) -> None:
-        if batch.changes or batch.tickets:
-            results = await self.store.transition_tasks(
+        runs = [
+            RunChange(run.pk, expected, new, fields)
+            for run, expected, new, fields in batch.run_changes
+        ]
+        if batch.changes or batch.tickets or runs:
+            # The runs' changes ride in the tasks' transaction: a run's start and end
+            # were a transaction each, two of a small run's handful.
+            results, run_results = await self.store.commit_batch(
                 batch.changes,
+                runs,
                 epoch=self.epoch,
                 tickets=batch.tickets,
                 tickets_expire_at=self._clock() + self.ticket_ttl,
@@ -48,15 +55,17 @@ class GroupCommit:
             }
             if stale:
                 await self._reconcile(stale, batch)
+            for (run, expected, new, _), ok in zip(batch.run_changes, run_results, strict=True):
+                if not ok:
+                    log.warning(
+                        "run %s changed under us (%s -> %s lost); reloading",
+                        run.run_id,
+                        expected,
+                        new,
+                    )
+                    await self._reload_run(run.pk)
         for ti_pk, try_number, reason, message in batch.notes:
             await self.store.note_queued(ti_pk, try_number, reason, message, epoch=self.epoch)
-        for run, expected, new, fields in batch.run_changes:
-            ok = await self.store.transition_run(run.pk, expected, new, epoch=self.epoch, **fields)
-            if not ok:
-                log.warning(
-                    "run %s changed under us (%s -> %s lost); reloading", run.run_id, expected, new
-                )
-                await self._reload_run(run.pk)
         for run in batch.finished_runs:
             self.book.forget(run)
 

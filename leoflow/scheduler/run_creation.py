@@ -81,7 +81,7 @@ class RunCreation:
             for t in spec.tasks.values()
             if keep is None or t.task_id in keep
         ]
-        row = await self.store.create_run(
+        row, tis = await self.store.create_run_with_tasks(
             dag_id,
             run_id,
             run_type=run_type,
@@ -90,7 +90,6 @@ class RunCreation:
             tasks=seeds,
             epoch=self.epoch,
         )
-        tis = await self.store.list_task_instances(run_pk=row.pk)
         # The loop may have picked the new run up from the store while we awaited;
         # its mirror may already be ahead of these rows.
         if row.pk not in self.book.runs:

@@ -19,6 +19,7 @@ from leoflow.store.errors import (
 from leoflow.store.rows import (
     DagRow,
     PoolRow,
+    RunChange,
     RunRow,
     TaskChange,
     TaskInstanceRow,
@@ -30,6 +31,7 @@ from leoflow.store.store import Store
 __all__ = [
     "DagRow",
     "PoolRow",
+    "RunChange",
     "RunExists",
     "RunRow",
     "SchemaNotCurrent",

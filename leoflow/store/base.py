@@ -71,6 +71,39 @@ def state_params(
     return params
 
 
+class Positional:
+    """A statement compiled once to the driver's positional SQL, run through
+    ``exec_driver_sql`` with a tuple a row: SQLAlchemy builds a dict of processed
+    parameters per row of an executemany (``construct_params``), which was most of a
+    tick's commit on SQLite. The same SQL, bind processors and events as
+    ``conn.execute``; only for a dialect whose paramstyle is positional."""
+
+    def __init__(
+        self,
+        stmt: sa.ClauseElement,
+        dialect: sa.Dialect,
+        column_keys: Sequence[str] | None = None,
+    ) -> None:
+        """``column_keys``: an INSERT's columns (its rows' keys), as ``compile`` takes them."""
+        compiled: Any = stmt.compile(
+            dialect=dialect, column_keys=None if column_keys is None else list(column_keys)
+        )
+        if not dialect.positional or compiled.positiontup is None:
+            raise ValueError(f"{dialect.name} does not bind parameters by position")
+        self.sql: str = compiled.string
+        self._order = tuple(
+            (name, compiled.binds[name].type.bind_processor(dialect))
+            for name in compiled.positiontup
+        )
+
+    def rows(self, params: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        order = self._order
+        return [
+            tuple(row[name] if process is None else process(row[name]) for name, process in order)
+            for row in params
+        ]
+
+
 def check_fields(fields: Mapping[str, object], allowed: frozenset[str], what: str) -> None:
     unknown = set(fields) - allowed
     if unknown:
@@ -177,6 +210,21 @@ class StoreBase:
         if current != epoch:
             raise StaleEpoch(epoch, current)
 
+    def _insert_many(
+        self, conn: Connection, stmt: sa.Insert, rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """An executemany INSERT of rows that all have the same keys; on SQLite as
+        ``Positional`` SQL, kept per statement and set of keys."""
+        if not self._sqlite or not rows:
+            conn.execute(stmt, list(rows))
+            return
+        keys = tuple(rows[0])
+        positional = self._inserts.get((stmt, keys))
+        if positional is None:
+            positional = Positional(stmt, conn.dialect, keys)
+            self._inserts[(stmt, keys)] = positional
+        conn.exec_driver_sql(positional.sql, positional.rows(rows))
+
     def _insert(self, table: sa.Table) -> Any:
         """The dialect's INSERT, which has ``on_conflict_do_update``/``_do_nothing``."""
         if self._sqlite:
@@ -192,6 +240,7 @@ class StoreBase:
         fence = sa.select(scheduler_epoch.c.epoch).where(scheduler_epoch.c.id == 1)
         self._epoch_fence = fence if self._sqlite else fence.with_for_update(read=True)
         self._epoch_read = fence
+        self._inserts: dict[tuple[sa.Insert, tuple[str, ...]], Positional] = {}
 
     # ------------------------------------------------------------------ schema
 

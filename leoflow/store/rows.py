@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -74,6 +74,16 @@ class TaskChange:
 
 
 @dataclass(frozen=True, slots=True)
+class RunChange:
+    """One run's compare-and-set in a batch (``Store.transition_tasks``' ``runs``)."""
+
+    run_pk: int
+    expected: RunState
+    new: RunState
+    fields: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class TicketUse:
     status: Literal["ok", "unknown", "replayed", "expired"]
     ti_pk: int | None
@@ -90,3 +100,11 @@ class LeaseRow:
     lease_duration: float
     transitions: int
     version: int
+
+
+def task_instance_row(r: Sequence[Any]) -> TaskInstanceRow:
+    """A ``task_instances`` row, its columns in table order."""
+    return TaskInstanceRow(
+        r[0], r[1], r[2], r[3], r[4], TaskState(r[5]), r[6], r[7], r[8], r[9], r[10], r[11],
+        r[12], r[13], r[14], r[15], r[16], r[17], r[18], r[19], r[20], r[21], r[22], r[23],
+    )  # fmt: skip

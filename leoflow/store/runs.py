@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 from leoflow.domain.states import RunState, TaskState, check_run_transition
 from leoflow.store.base import StoreBase, check_fields, narrowed, now, state_params, state_update
 from leoflow.store.errors import RunExists
-from leoflow.store.rows import RunRow, TaskSeed
+from leoflow.store.rows import RunRow, TaskInstanceRow, TaskSeed, task_instance_row
 from leoflow.store.schema import dag_runs, task_instances
 
 RUN_FIELDS = frozenset({"started_at", "ended_at", "message"})
@@ -35,7 +35,7 @@ def _run_row(r: Sequence[Any]) -> RunRow:
 
 
 @functools.cache
-def _run_update(keys: tuple[str, ...]) -> sa.Update:
+def run_update(keys: tuple[str, ...]) -> sa.Update:
     return state_update(dag_runs, keys)
 
 
@@ -68,6 +68,11 @@ class RunRecords(StoreBase):
             index_elements=[_run.dag_id, _run.run_id]
         ).returning(_run.pk)
         self._insert_tis = sa.insert(task_instances)
+        self._tis_of_run = (
+            sa.select(task_instances)
+            .where(task_instances.c.run_pk == sa.bindparam("b_pk"))
+            .order_by(task_instances.c.pk)
+        )
         self._run_by_pk = sa.select(dag_runs).where(_run.pk == sa.bindparam("b_pk"))
         self._run_by_id = sa.select(dag_runs).where(
             _run.dag_id == sa.bindparam("b_dag_id"), _run.run_id == sa.bindparam("b_run_id")
@@ -96,6 +101,40 @@ class RunRecords(StoreBase):
     ) -> RunRow:
         """Create a queued run and its task instances (state none, try 0) at once;
         RunExists if the DAG already has a run with this id."""
+        row, _ = await self._create_run(
+            dag_id, run_id, run_type, logical_date, conf, tasks, epoch, read_back=False
+        )
+        return row
+
+    async def create_run_with_tasks(
+        self,
+        dag_id: str,
+        run_id: str,
+        *,
+        run_type: str,
+        logical_date: float | None,
+        conf: Mapping[str, Any],
+        tasks: Sequence[TaskSeed],
+        epoch: int | None,
+    ) -> tuple[RunRow, list[TaskInstanceRow]]:
+        """``create_run``, and the task instances it created (pk order), read back in
+        its transaction: a read of their own after it was a transaction per run."""
+        return await self._create_run(
+            dag_id, run_id, run_type, logical_date, conf, tasks, epoch, read_back=True
+        )
+
+    async def _create_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        run_type: str,
+        logical_date: float | None,
+        conf: Mapping[str, Any],
+        tasks: Sequence[TaskSeed],
+        epoch: int | None,
+        *,
+        read_back: bool,
+    ) -> tuple[RunRow, list[TaskInstanceRow]]:
         if run_type not in RUN_TYPES:
             raise ValueError(f"run_type must be one of {', '.join(RUN_TYPES)}, not {run_type!r}")
         task_ids = [seed.task_id for seed in tasks]
@@ -113,19 +152,23 @@ class RunRecords(StoreBase):
             "created_at": at,
         }
 
-        def op(conn: Connection) -> int:
+        def op(conn: Connection) -> tuple[int, list[TaskInstanceRow]]:
             pk = conn.execute(self._insert_run, run_params).scalar()
             if pk is None:
                 raise RunExists(dag_id, run_id)
             if tasks:
-                conn.execute(self._insert_tis, _seed_rows(tasks, pk, dag_id, run_id, at))
-            return int(pk)
+                self._insert_many(conn, self._insert_tis, _seed_rows(tasks, pk, dag_id, run_id, at))
+            tis = []
+            if read_back and tasks:
+                tis = [task_instance_row(r) for r in conn.execute(self._tis_of_run, {"b_pk": pk})]
+            return int(pk), tis
 
-        pk = await self._write(op, epoch)
-        return RunRow(
+        pk, tis = await self._write(op, epoch)
+        row = RunRow(
             pk, dag_id, run_id, RunState.QUEUED, run_type, logical_date, conf_dict, at,
             None, None, None,
         )  # fmt: skip
+        return row, tis
 
     async def get_run(self, run_pk: int) -> RunRow | None:
         return await self._one_run(self._run_by_pk, {"b_pk": run_pk})
@@ -181,7 +224,7 @@ class RunRecords(StoreBase):
         check_run_transition(expected, new)
         check_fields(fields, RUN_FIELDS, "transition_run")
         keys = tuple(sorted(fields))
-        stmt = _run_update(keys)
+        stmt = run_update(keys)
         params = state_params(run_pk, expected.value, new.value, keys, fields)
 
         def op(conn: Connection) -> bool:
