@@ -225,7 +225,10 @@ class SpawnedTransport(asyncio.SubprocessTransport):
     def _exited(self, loop: asyncio.AbstractEventLoop) -> None:
         self._stop_watching(loop)
         try:
-            _, status = os.waitpid(self._pid, os.WNOHANG)
+            # Blocking, as asyncio's own pidfd watcher waits: the pidfd is readable
+            # once the child has exited, and WNOHANG in that instant could answer
+            # "still running" (0, 0), which would read as exit code 0.
+            _, status = os.waitpid(self._pid, 0)
         except ChildProcessError:  # reaped elsewhere: the status is lost
             status = 255 << 8
         self._returncode = os.waitstatus_to_exitcode(status)
