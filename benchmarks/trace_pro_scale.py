@@ -105,14 +105,12 @@ async def pg_run(
     epoch: Any,
     fence: Any,
     urgent: bool = False,
-    statement: bool = False,
 ) -> Any:
     which = "flush" if in_flush.get() else "other"
-    pool = self._reads if statement or not write else self.engine  # as PostgresRunner.run
 
     async def once() -> Any:
         started = time.perf_counter()
-        async with pool.connect() as conn:
+        async with self.engine.connect() as conn:
             got = time.perf_counter()
             note(f"pg_connect_{which}", got - started)
             try:

@@ -175,27 +175,13 @@ class StoreBase:
     # ------------------------------------------------------------------ the two ways in
 
     async def _write(
-        self,
-        op: Callable[[Connection], T],
-        epoch: int | None,
-        *,
-        urgent: bool = False,
-        statement: bool = False,
+        self, op: Callable[[Connection], T], epoch: int | None, *, urgent: bool = False
     ) -> T:
-        """``statement``: ``op`` writes in one statement, its other statements only
-        read, and it is not fenced; on PostgreSQL it runs without BEGIN/COMMIT."""
-        if statement and epoch is not None:
-            raise ValueError("a fenced write needs its transaction")
         # A full disk makes the write wait for space rather than fail (see diskfull).
         try:
             return await self.space.write(
                 lambda: self._runner.run(
-                    op,
-                    write=True,
-                    epoch=epoch,
-                    fence=self._fence,
-                    urgent=urgent,
-                    statement=statement,
+                    op, write=True, epoch=epoch, fence=self._fence, urgent=urgent
                 )
             )
         finally:

@@ -190,7 +190,6 @@ class Runner(Protocol):
         epoch: int | None,
         fence: Fence,
         urgent: bool = False,
-        statement: bool = False,
     ) -> T: ...
 
     async def close(self) -> None: ...
@@ -251,7 +250,6 @@ class SqliteRunner:
         epoch: int | None,
         fence: Fence,
         urgent: bool = False,
-        statement: bool = False,  # SQLite's write lock is its transaction: no change
     ) -> T:
         loop = asyncio.get_running_loop()
         executor = self._urgent if urgent else self._executor
@@ -291,11 +289,8 @@ class PostgresRunner:
         epoch: int | None,
         fence: Fence,
         urgent: bool = False,  # no queue of ours to jump: the pool serves in turn
-        statement: bool = False,
     ) -> T:
-        # ``statement``: a write whose every statement stands alone (an UPDATE ...
-        # RETURNING, then only reads), so it needs no BEGIN/COMMIT around it either.
-        engine = self._reads if statement or not write else self.engine
+        engine = self.engine if write else self._reads
 
         async def once() -> T:
             async with engine.connect() as conn:

@@ -88,7 +88,4 @@ class TicketRecords(StoreBase):
                 out.setdefault(h, TicketUse("unknown", None, None))
             return out
 
-        # The UPDATE ... RETURNING uses the tickets on its own (a ticket's used_at only
-        # ever goes from NULL to set); the SELECT after it only says why the others
-        # failed. So no transaction: one round trip per Exchange batch, not three.
-        return await self._write(op, None, statement=True)
+        return await self._write(op, None)
