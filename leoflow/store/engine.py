@@ -273,12 +273,6 @@ class PostgresRunner:
 
     def __init__(self, url: URL) -> None:
         self.engine = create_postgres_engine(url)
-        # Reads run outside a transaction, one round trip per statement instead of
-        # BEGIN, the statement(s), COMMIT: the poll's steps and the agent endpoint's
-        # reads each waited three turns of a busy loop for one answer. Under READ
-        # COMMITTED each statement of a read saw its own snapshot anyway (and SQLite's
-        # reads above run without BEGIN too); same pool, same connections.
-        self._reads = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.retry_window = RETRY_WINDOW
 
     async def run(
@@ -290,10 +284,8 @@ class PostgresRunner:
         fence: Fence,
         urgent: bool = False,  # no queue of ours to jump: the pool serves in turn
     ) -> T:
-        engine = self.engine if write else self._reads
-
         async def once() -> T:
-            async with engine.connect() as conn:
+            async with self.engine.connect() as conn:
                 return await conn.run_sync(_transaction, op, write, epoch, fence, None)
 
         result: T = await _retrying(once, self.retry_window, "PostgreSQL")
