@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import secrets
 import time
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
@@ -16,6 +14,7 @@ from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, run_or_404, spec_of
 from leoflow.api.schemas import ErrorOut, RunOut, RunPage, TriggerIn, run_out
 from leoflow.domain.dbt_run_select import RunSelectionError, run_tasks
+from leoflow.domain.run_ids import GENERATED_ID_TRIES, generated_run_id
 from leoflow.domain.states import RUN_TERMINAL, RunState
 from leoflow.store.errors import RunExists
 from leoflow.store.rows import TaskSeed
@@ -33,11 +32,6 @@ Before = Annotated[
     int | None, Query(ge=1, le=2**62, description="the next_cursor of the previous page")
 ]
 States = Annotated[list[RunState] | None, Query(description="only runs in these states")]
-
-
-def new_run_id(now: float) -> str:
-    stamp = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
-    return f"manual__{stamp}_{secrets.token_hex(3)}"
 
 
 async def _page(
@@ -121,19 +115,24 @@ async def trigger_run(
         for t in spec.tasks.values()
         if keep is None or t.task_id in keep
     ]
-    run_id = body.run_id or new_run_id(time.time())
-    try:
-        row = await ctx.store.create_run(
-            dag_id,
-            run_id,
-            run_type="manual",
-            logical_date=None,
-            conf=body.conf,
-            tasks=seeds,
-            epoch=None,
-        )
-    except RunExists as exc:
-        raise HTTPException(409, str(exc)) from exc
+    # A made-up id that another run of the same second drew already: draw again.
+    draws = 1 if body.run_id else GENERATED_ID_TRIES
+    for draw in range(draws):
+        run_id = body.run_id or generated_run_id("manual", time.time())
+        try:
+            row = await ctx.store.create_run(
+                dag_id,
+                run_id,
+                run_type="manual",
+                logical_date=None,
+                conf=body.conf,
+                tasks=seeds,
+                epoch=None,
+            )
+            break
+        except RunExists as exc:
+            if draw == draws - 1:
+                raise HTTPException(409, str(exc)) from exc
     ctx.changed()
     out = run_out(row)
     return JSONResponse(
