@@ -1,14 +1,17 @@
 """The lease's calls do not queue behind other store traffic (SQLite): with every
-store thread busy and more calls waiting, a renewal still reads and writes the lease,
-so a loaded Lite does not miss its renew deadline and step down."""
+store thread busy and more calls waiting (calls go to the threads when the database
+was locked when the loop tried them), a renewal still reads and writes the lease, so a
+loaded Lite does not miss its renew deadline and step down."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sqlite3
 import threading
 from pathlib import Path
 
+import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from leoflow.store import Store
@@ -20,7 +23,13 @@ async def test_a_lease_renewal_jumps_a_store_backlog(tmp_path: Path) -> None:
     gate = threading.Event()
     entered = threading.Semaphore(0)
 
+    loop_thread = threading.get_ident()
+
     def blocked(conn: Connection) -> int:
+        if threading.get_ident() == loop_thread:
+            # As a call that found the database locked on the loop: it goes to a thread.
+            locked = sqlite3.OperationalError("database is locked")
+            raise sa.exc.OperationalError("BEGIN IMMEDIATE", {}, locked)
         entered.release()
         if not gate.wait(120):
             raise TimeoutError("never released")
