@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -20,14 +21,17 @@ from leoflow.agent.lifeline import lifeline
 from leoflow.agent.warden import Warden
 from tests.support.procfs import comm, gone
 
-# Starts a warden and two commands, each in a session of its own, each with a
+# Starts a warden (whose nap, while it has groups listed, is an hour: our death must
+# end it) and two commands, each in a session of its own, each with a
 # background `sleep` in its group; lists both with the warden, strikes the second
 # off, prints the pids (leaders and background sleeps) and waits to be killed.
 PARENT = textwrap.dedent(
     """
     import os, sys, time
     sys.path.insert(0, sys.argv[1])
+    from leoflow.agent import warden as warden_module
     from leoflow.agent.warden import Warden
+    warden_module.NAP = 3600  # the warden naps while groups are listed: not this long
     warden = Warden.start()
     assert warden is not None
     pids = []
@@ -106,3 +110,22 @@ def test_a_warden_that_died_is_noticed_at_the_next_line() -> None:
     os.waitpid(warden.pid, 0)
     warden.watch(os.getpid())  # EPIPE: the warden is gone
     assert not warden.alive
+
+
+def test_close_does_not_wait_out_the_wardens_nap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warden_module, "NAP", 3600.0)
+    warden = Warden.start()
+    assert warden is not None
+    sleeper = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        warden.watch(sleeper.pid)  # listed: the warden reads it, then naps
+        time.sleep(0.2)
+        warden.forget(sleeper.pid)
+        closing = threading.Thread(target=warden.close)
+        closing.start()
+        closing.join(60)
+        assert not closing.is_alive(), "close() waited for the warden's nap to end"
+        assert sleeper.poll() is None  # struck off before the close: left alone
+    finally:
+        sleeper.kill()
+        sleeper.wait()
