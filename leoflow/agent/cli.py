@@ -179,8 +179,30 @@ async def _single(settings: dict[str, Any], ticket: str) -> int:
         await sup.channel.close()
 
 
+_flush_due = False
+
+
 def _emit(fields: dict[str, Any]) -> None:
+    """One event line to the pool's reader. Lines written in one turn of the loop go
+    out in one write at its end: a write per line woke the reader (Lite's loop) for
+    each, two a task. The events only keep Lite's list of process groups for the case
+    that we die, and then the warden kills those groups anyway."""
+    global _flush_due
     sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
+    if _flush_due:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        sys.stdout.flush()
+        return
+    _flush_due = True
+    loop.call_soon(_flush)
+
+
+def _flush() -> None:
+    global _flush_due
+    _flush_due = False
     sys.stdout.flush()
 
 
