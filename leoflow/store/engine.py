@@ -275,11 +275,14 @@ class SqliteRunner:
             result = _transaction(
                 conn, op, write, epoch, fence, "BEGIN IMMEDIATE" if write else None
             )
-        except sa.exc.DBAPIError as exc:
-            if not transient(exc):
-                raise
+        except sa.exc.SQLAlchemyError as exc:
+            # A database error may leave the connection invalid or mid-rollback (a full
+            # disk does): the next call gets a fresh one. (An op's own exceptions, such
+            # as a lost race, were rolled back cleanly and keep it.)
             self._drop_inline()
-            return False, None
+            if isinstance(exc, sa.exc.DBAPIError) and transient(exc):
+                return False, None
+            raise
         if write:
             self._inline_writes += 1
             if self._inline_writes % _CHECKPOINT_EVERY == 0:
