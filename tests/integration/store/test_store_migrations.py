@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 
 from leoflow.store import SchemaNotCurrent, Store
 from leoflow.store import migrate as migrations
+from leoflow.store.engine import SqliteRunner
 from leoflow.store.schema import HEAD_REVISION, metadata
 
 REPO = Path(__file__).resolve().parents[3]
@@ -76,7 +77,15 @@ async def test_sqlite_pragmas_and_directory(tmp_path: Path) -> None:
                 for name in ("journal_mode", "synchronous", "foreign_keys", "busy_timeout")
             )
 
+        # On the loop's own connection (busy timeout 0: a lock sends the call to a
+        # thread) and on a thread's, which waits out a lock.
         journal, synchronous, foreign_keys, busy = await store._read(pragmas)
+        assert (journal, synchronous, foreign_keys, busy) == ("wal", 1, 1, 0)
+        runner = store._runner
+        assert isinstance(runner, SqliteRunner)
+        journal, synchronous, foreign_keys, busy = await asyncio.to_thread(
+            runner._call, pragmas, False, None, lambda conn, epoch: None
+        )
         assert (journal, synchronous, foreign_keys) == ("wal", 1, 1)
         assert isinstance(busy, int) and busy >= 1000
     finally:
