@@ -14,7 +14,6 @@ from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, run_or_404, spec_of
 from leoflow.api.schemas import ErrorOut, RunOut, RunPage, TriggerIn, run_out
 from leoflow.domain.dbt_run_select import RunSelectionError, run_tasks
-from leoflow.domain.run_ids import GENERATED_ID_TRIES, generated_run_id
 from leoflow.domain.states import RUN_TERMINAL, RunState
 from leoflow.store.errors import RunExists
 from leoflow.store.rows import TaskSeed
@@ -115,30 +114,24 @@ async def trigger_run(
         for t in spec.tasks.values()
         if keep is None or t.task_id in keep
     ]
-    # A made-up id that another run of the same second drew already: draw again.
-    draws = 1 if body.run_id else GENERATED_ID_TRIES
-    for draw in range(draws):
-        run_id = body.run_id or generated_run_id("manual", time.time())
-        try:
-            row = await ctx.store.create_run(
-                dag_id,
-                run_id,
-                run_type="manual",
-                logical_date=None,
-                conf=body.conf,
-                tasks=seeds,
-                epoch=None,
-            )
-            break
-        except RunExists as exc:
-            if draw == draws - 1:
-                raise HTTPException(409, str(exc)) from exc
+    try:
+        row = await ctx.store.create_run(
+            dag_id,
+            body.run_id or None,  # None: the store makes one up
+            run_type="manual",
+            logical_date=None,
+            conf=body.conf,
+            tasks=seeds,
+            epoch=None,
+        )
+    except RunExists as exc:
+        raise HTTPException(409, str(exc)) from exc
     ctx.changed()
     out = run_out(row)
     return JSONResponse(
         out.model_dump(mode="json"),
         status_code=201,
-        headers={"Location": f"/api/v1/dags/{dag_id}/runs/{run_id}"},
+        headers={"Location": f"/api/v1/dags/{dag_id}/runs/{row.run_id}"},
     )
 
 

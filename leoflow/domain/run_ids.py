@@ -3,9 +3,10 @@
 ``<run type>__<UTC time to the second>_<random hex>``: readable, sorted by time, and
 unique in practice. The random part is short, so two runs of one DAG triggered in the
 same second (a loop of triggers makes a thousand) can still draw the same id; the
-database's unique key then refuses the second, and the caller draws again, up to
-``GENERATED_ID_TRIES`` times. A scheduled run's id has no random part: it is its
-logical date, and a second run for one date is meant to be refused.
+database's unique key then refuses the second, and the store draws again in the same
+transaction (``leoflow.store.runs``), up to ``GENERATED_ID_TRIES`` times. A scheduled
+run's id has no random part: it is its logical date, and a second run for one date is
+meant to be refused.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from typing import Any, TypedDict, Unpack
 
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.dbt_run_select import run_tasks
-from leoflow.domain.run_ids import GENERATED_ID_TRIES, generated_run_id
 from leoflow.domain.runs import runs_to_start
 from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
 from leoflow.domain.states import RunState
@@ -69,31 +68,21 @@ class RunCreation:
             raise KeyError(f"unknown DAG {dag_id!r}")
         run_type = LOCAL_RUN_TYPE if self.config.solo else options.get("run_type", "manual")
         logical_date = options.get("logical_date")
-        given = options.get("run_id")
         keep = run_tasks(spec, options.get("conf"))  # RunSelectionError: the caller's to say
         seeds = [
             TaskSeed(t.task_id, t.pool, t.pool_slots, t.priority, t.max_tries)
             for t in spec.tasks.values()
             if keep is None or t.task_id in keep
         ]
-        # A made-up id that another run of the same second drew already: draw again.
-        draws = 1 if given is not None or run_type == "scheduled" else GENERATED_ID_TRIES
-        for draw in range(draws):
-            run_id = given or generated_run_id(run_type, logical_date or self._clock())
-            try:
-                row, tis = await self.store.create_run_with_tasks(
-                    dag_id,
-                    run_id,
-                    run_type=run_type,
-                    logical_date=logical_date,
-                    conf=options.get("conf") or {},
-                    tasks=seeds,
-                    epoch=self.epoch,
-                )
-                break
-            except RunExists:
-                if draw == draws - 1:
-                    raise
+        row, tis = await self.store.create_run_with_tasks(
+            dag_id,
+            options.get("run_id"),  # None: the store makes one up
+            run_type=run_type,
+            logical_date=logical_date,
+            conf=options.get("conf") or {},
+            tasks=seeds,
+            epoch=self.epoch,
+        )
         # The loop may have picked the new run up from the store while we awaited;
         # its mirror may already be ahead of these rows.
         if row.pk not in self.book.runs:

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from leoflow.domain.run_ids import GENERATED_ID_TRIES, generated_run_id
 from leoflow.domain.states import RunState, TaskState, check_run_transition
 from leoflow.store.base import StoreBase, check_fields, narrowed, now, state_params, state_update
 from leoflow.store.errors import RunExists
@@ -91,7 +92,7 @@ class RunRecords(StoreBase):
     async def create_run(
         self,
         dag_id: str,
-        run_id: str,
+        run_id: str | None,
         *,
         run_type: str,
         logical_date: float | None,
@@ -99,8 +100,12 @@ class RunRecords(StoreBase):
         tasks: Sequence[TaskSeed],
         epoch: int | None,
     ) -> RunRow:
-        """Create a queued run and its task instances (state none, try 0) at once;
-        RunExists if the DAG already has a run with this id."""
+        """Create a queued run and its task instances (state none, try 0) at once.
+
+        ``run_id`` None: a made-up one (``domain.run_ids``), stamped with the logical
+        date or else the creation time; one another run of the DAG holds already is
+        drawn again in the same transaction. RunExists if the DAG already has a run
+        with the id given, or with a scheduled run's (which has no random part)."""
         row, _ = await self._create_run(
             dag_id, run_id, run_type, logical_date, conf, tasks, epoch, read_back=False
         )
@@ -109,7 +114,7 @@ class RunRecords(StoreBase):
     async def create_run_with_tasks(
         self,
         dag_id: str,
-        run_id: str,
+        run_id: str | None,
         *,
         run_type: str,
         logical_date: float | None,
@@ -126,7 +131,7 @@ class RunRecords(StoreBase):
     async def _create_run(
         self,
         dag_id: str,
-        run_id: str,
+        run_id: str | None,
         run_type: str,
         logical_date: float | None,
         conf: Mapping[str, Any],
@@ -139,33 +144,38 @@ class RunRecords(StoreBase):
             raise ValueError(f"run_type must be one of {', '.join(RUN_TYPES)}, not {run_type!r}")
         task_ids = [seed.task_id for seed in tasks]
         if len(set(task_ids)) != len(task_ids):
-            raise ValueError(f"duplicate task ids in the seeds of run {run_id!r}")
+            raise ValueError(f"duplicate task ids in the seeds of run {run_id!r} of {dag_id!r}")
         at = now()
         conf_dict = dict(conf)
         run_params = {
             "dag_id": dag_id,
-            "run_id": run_id,
             "state": RunState.QUEUED.value,
             "run_type": run_type,
             "logical_date": logical_date,
             "conf": json.dumps(conf_dict, separators=(",", ":"), sort_keys=True),
             "created_at": at,
         }
+        # A made-up id may be drawn again; a given or scheduled one may not.
+        draws = GENERATED_ID_TRIES if run_id is None and run_type != "scheduled" else 1
 
-        def op(conn: Connection) -> tuple[int, list[TaskInstanceRow]]:
-            pk = conn.execute(self._insert_run, run_params).scalar()
-            if pk is None:
-                raise RunExists(dag_id, run_id)
+        def op(conn: Connection) -> tuple[int, str, list[TaskInstanceRow]]:
+            for _ in range(draws):
+                chosen = run_id or generated_run_id(run_type, logical_date or at)
+                pk = conn.execute(self._insert_run, {**run_params, "run_id": chosen}).scalar()
+                if pk is not None:
+                    break
+            else:  # ON CONFLICT DO NOTHING: the transaction is still good to go on
+                raise RunExists(dag_id, chosen)
             if tasks:
-                self._insert_many(conn, self._insert_tis, _seed_rows(tasks, pk, dag_id, run_id, at))
+                self._insert_many(conn, self._insert_tis, _seed_rows(tasks, pk, dag_id, chosen, at))
             tis = []
             if read_back and tasks:
                 tis = [task_instance_row(r) for r in conn.execute(self._tis_of_run, {"b_pk": pk})]
-            return int(pk), tis
+            return int(pk), chosen, tis
 
-        pk, tis = await self._write(op, epoch)
+        pk, chosen, tis = await self._write(op, epoch)
         row = RunRow(
-            pk, dag_id, run_id, RunState.QUEUED, run_type, logical_date, conf_dict, at,
+            pk, dag_id, chosen, RunState.QUEUED, run_type, logical_date, conf_dict, at,
             None, None, None,
         )  # fmt: skip
         return row, tis
