@@ -62,11 +62,12 @@ def take_reason(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             text = handle.read(REASON_LIMIT + 1)
-    except OSError:
+    except FileNotFoundError:  # the usual case: nothing was written, nothing to remove
         return ""
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    except OSError:
+        text = ""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
     text = " ".join(text.split())
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
 

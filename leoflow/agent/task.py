@@ -321,6 +321,8 @@ class TaskRun:
 
     async def _drain_pipes(self, proto: ChildProtocol) -> None:
         """Wait for EOF on stdout and stderr; kill what the command left holding them."""
+        if proto.pipes_closed.done():  # the usual case: EOF came with the exit
+            return
         done, _ = await asyncio.wait([proto.pipes_closed], timeout=_PIPE_LINGER)
         if done or self.pid is None:
             return

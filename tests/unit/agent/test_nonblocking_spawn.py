@@ -104,3 +104,43 @@ async def test_twenty_at_once_each_get_their_own_output() -> None:
         *(_run([sys.executable, "-c", f"print({i})"], {"PATH": PATH}) for i in range(20))
     )
     assert [bytes(p.out) for p in protos] == [f"{i}\n".encode() for i in range(20)]
+
+
+async def test_paused_output_waits_in_the_pipe_and_nothing_is_lost() -> None:
+    """The shipper's back-pressure pauses both pipes: the command then blocks on a full
+    pipe instead of the agent buffering its output, and resumes where it stopped."""
+    size = 1 << 20  # well past a pipe's 64 KiB
+    script = f"import sys; sys.stdout.buffer.write(b'x' * {size}); sys.stderr.write('done')"
+    started = await nonblocking_spawn.spawn(Recorder, [sys.executable, "-c", script], {}, None)
+    assert started is not None
+    transport, proto = started
+    proto.pause(True)
+    await asyncio.sleep(0.3)  # the command fills the pipe and blocks on it
+    assert not proto.exited.done()
+    assert len(proto.out) < size
+    proto.pause(False)
+    assert await proto.exited == 0
+    await proto.pipes_closed
+    assert bytes(proto.out) == b"x" * size and bytes(proto.err) == b"done"
+    transport.close()
+
+
+async def test_closing_before_eof_still_tells_the_protocol_each_pipe_ended() -> None:
+    """As asyncio's transport does: closed pipes end with pipe_connection_lost (the
+    agent's drain waits for it), once each, and the command is still reaped."""
+    lost: list[int] = []
+
+    class Counting(Recorder):
+        def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+            lost.append(fd)
+            super().pipe_connection_lost(fd, exc)
+
+    started = await nonblocking_spawn.spawn(Counting, ["sleep", "0.2"], {"PATH": PATH}, None)
+    assert started is not None
+    transport, proto = started
+    transport.close()
+    transport.close()
+    await asyncio.wait_for(proto.pipes_closed, 5)
+    assert sorted(lost) == [1, 2]
+    assert await asyncio.wait_for(proto.exited, 5) == 0
+    assert sorted(lost) == [1, 2]
