@@ -10,6 +10,7 @@ sum of them.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -91,17 +92,35 @@ class Positional:
         if not dialect.positional or compiled.positiontup is None:
             raise ValueError(f"{dialect.name} does not bind parameters by position")
         self.sql: str = compiled.string
-        self._order = tuple(
-            (name, compiled.binds[name].type.bind_processor(dialect))
-            for name in compiled.positiontup
-        )
+        names = list(compiled.positiontup)
+        processors = [compiled.binds[name].type.bind_processor(dialect) for name in names]
+        # A row's values in order come from one C call; only the few with a bind
+        # processor (dates on SQLite) then go through Python, by position.
+        self._take = _taker(names)
+        self._process = tuple((i, p) for i, p in enumerate(processors) if p is not None)
 
     def rows(self, params: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-        order = self._order
-        return [
-            tuple(row[name] if process is None else process(row[name]) for name, process in order)
-            for row in params
-        ]
+        take, process = self._take, self._process
+        if not process:
+            return [take(row) for row in params]
+        out = []
+        for row in params:
+            values = list(take(row))
+            for index, processor in process:
+                values[index] = processor(values[index])
+            out.append(tuple(values))
+        return out
+
+
+def _taker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """The values of ``names`` in a mapping, as a tuple (itemgetter of one name gives the
+    bare value)."""
+    if not names:
+        return lambda row: ()
+    if len(names) == 1:
+        (name,) = names
+        return lambda row: (row[name],)
+    return operator.itemgetter(*names)
 
 
 def check_fields(fields: Mapping[str, object], allowed: frozenset[str], what: str) -> None:

@@ -49,3 +49,8 @@ def test_an_insert_binds_only_the_rows_keys() -> None:
     insert = Positional(sa.insert(table), sqlite.dialect(), ("pk", "at"))
     assert insert.sql == "INSERT INTO t (pk, at) VALUES (?, ?)"
     assert insert.rows([{"at": 1, "pk": 5}]) == [(5, 1.0)]
+
+
+def test_a_single_placeholder_still_makes_a_tuple_a_row() -> None:
+    insert = Positional(sa.insert(table), sqlite.dialect(), ("pk",))
+    assert insert.rows([{"pk": 5, "note": "not bound"}, {"pk": 6}]) == [(5,), (6,)]
