@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from leoflow.domain.states import RunState, TaskState, check_run_transition, check_task_transition
 from leoflow.store.base import (
+    Expanded,
     Positional,
     StoreBase,
     check_fields,
@@ -97,7 +98,11 @@ class TaskInstanceRecords(StoreBase):
             .order_by(_ti.pk)
         )
         # Rows are locked in pk order, so two batches cannot deadlock each other.
-        self._ti_lock = lock if self._sqlite else lock.with_for_update(of=task_instances)
+        self._ti_lock = Expanded(
+            lock if self._sqlite else lock.with_for_update(of=task_instances),
+            "b_pks",
+            shapes=_LOCK_SHAPES,
+        )
         self._heartbeat = (
             sa.update(task_instances)
             .where(
@@ -109,7 +114,6 @@ class TaskInstanceRecords(StoreBase):
         )
         self._launch_tickets = sa.insert(tickets)
         self._positional: dict[tuple[str, ...], Positional] = {}
-        self._lock_shapes: dict[int, tuple[str, tuple[Any, ...]]] = {}
 
     def _positional_update(self, keys: tuple[str, ...], conn: Connection) -> Positional:
         update = self._positional.get(keys)
@@ -118,25 +122,9 @@ class TaskInstanceRecords(StoreBase):
         return update
 
     def _lock_rows(self, conn: Connection, pks: Sequence[int]) -> Any:
-        """The batch's lock read. On SQLite, its SQL for this many pks is expanded once
-        and run as the driver's: expanding ``IN`` and looking the statement up again
-        was a fifth of a small batch's time in its thread."""
-        if not self._sqlite:
-            return conn.execute(self._ti_lock, {"b_pks": pks})
-        shape = self._lock_shapes.get(len(pks))
-        if shape is None and len(pks) > _LOCK_SHAPES:  # a big batch: its share is small
-            return conn.execute(self._ti_lock, {"b_pks": pks})
-        if shape is None:
-            compiled: Any = self._ti_lock.compile(dialect=conn.dialect)
-            expanded = compiled.construct_expanded_state({"b_pks": list(pks)})
-            names = list(expanded.positiontup)
-            tail = [f"b_pks_{i}" for i in range(1, len(pks) + 1)]
-            if names[len(names) - len(tail) :] != tail:  # not the shape this relies on
-                return conn.execute(self._ti_lock, {"b_pks": pks})
-            fixed = tuple(expanded.parameters[name] for name in names[: len(names) - len(tail)])
-            shape = self._lock_shapes[len(pks)] = (expanded.statement, fixed)
-        sql, fixed = shape
-        return conn.exec_driver_sql(sql, (*fixed, *pks))
+        """The batch's lock read (on SQLite as ``Expanded`` SQL: expanding ``IN`` and
+        looking the statement up again was a fifth of a small batch's time)."""
+        return self._ti_lock.run(conn, {}, pks)
 
     async def list_task_instances(
         self,

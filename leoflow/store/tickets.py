@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from leoflow.store.base import StoreBase
+from leoflow.store.base import Expanded, StoreBase
 from leoflow.store.rows import TicketUse
 from leoflow.store.schema import tickets
 
@@ -35,7 +35,7 @@ class TicketRecords(StoreBase):
         self._ticket_by_hash = sa.select(_ticket.ti_pk, _ticket.try_number, _ticket.used_at).where(
             _ticket.hash == sa.bindparam("b_hash")
         )
-        self._consume_tickets = (
+        self._consume_tickets = Expanded(
             sa.update(tickets)
             .where(
                 _ticket.hash.in_(sa.bindparam("b_hashes", expanding=True)),
@@ -43,11 +43,15 @@ class TicketRecords(StoreBase):
                 _ticket.expires_at > sa.bindparam("b_now"),
             )
             .values(used_at=sa.bindparam("b_now"))
-            .returning(_ticket.hash, _ticket.ti_pk, _ticket.try_number)
+            .returning(_ticket.hash, _ticket.ti_pk, _ticket.try_number),
+            "b_hashes",
         )
-        self._tickets_by_hash = sa.select(
-            _ticket.hash, _ticket.ti_pk, _ticket.try_number, _ticket.used_at
-        ).where(_ticket.hash.in_(sa.bindparam("b_hashes", expanding=True)))
+        self._tickets_by_hash = Expanded(
+            sa.select(_ticket.hash, _ticket.ti_pk, _ticket.try_number, _ticket.used_at).where(
+                _ticket.hash.in_(sa.bindparam("b_hashes", expanding=True))
+            ),
+            "b_hashes",
+        )
 
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
         """Use a ticket once. A failure says why: unknown, already used (replayed, even
@@ -72,14 +76,13 @@ class TicketRecords(StoreBase):
         wanted = list(dict.fromkeys(hashes))
 
         def op(conn: Connection) -> dict[str, TicketUse]:
-            args = {"b_hashes": wanted, "b_now": now}
             out = {
                 str(row[0]): TicketUse("ok", int(row[1]), int(row[2]))
-                for row in conn.execute(self._consume_tickets, args)
+                for row in self._consume_tickets.run(conn, {"b_now": now}, wanted)
             }
             missing = [h for h in wanted if h not in out]
             if missing:
-                for row in conn.execute(self._tickets_by_hash, {"b_hashes": missing}):
+                for row in self._tickets_by_hash.run(conn, {}, missing):
                     used = row[3] is not None
                     out[str(row[0])] = TicketUse(
                         "replayed" if used else "expired", int(row[1]), int(row[2])
