@@ -2,11 +2,12 @@
 
 The command finds each direct upstream's output (JSON text) in
 ``$LEOFLOW_INPUTS_DIR/<task>.json`` and, when small enough, in ``LEOFLOW_INPUT_<TASK>``;
-it may write one JSON value to ``$LEOFLOW_OUTPUT``. The directory lives under
-``TMPDIR`` (else ``/tmp``, an emptyDir under a read-only root filesystem) and is
-removed when the try ends (made ahead and removed on a thread: ``scratch``). A try with
-no inputs writes its output to a fresh name in the process's own private directory
-instead, and that file is removed when the try ends.
+it may write one JSON value to ``$LEOFLOW_OUTPUT``. Everything lives under ``TMPDIR``
+(else ``/tmp``, an emptyDir under a read-only root filesystem) and is removed when the
+try ends. A try's inputs get a directory of their own (made ahead and removed on a
+thread: ``scratch``); its output goes to a fresh name in the process's own private
+directory. A try run as a task user instead gets one directory that user owns, with
+the output in it and the inputs in its ``inputs``.
 
 Stdlib only: the agent and Lite's subprocess executor share it. The scheduler checks
 the output again (``leoflow.domain.outputs``); this check gives the command's own
@@ -18,12 +19,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import stat
 from collections.abc import Mapping
 
 from leoflow.agent.environment import TaskUser
-from leoflow.agent.scratch import INPUTS, SCRATCH
+from leoflow.agent.scratch import INPUTS, SCRATCH, remove_tree
 
 # An input is also an environment variable when it is this small, and while all the
 # inputs in the environment stay under the second figure: a process's environment
@@ -52,33 +52,46 @@ class TaskFiles:
         self.user = user
         self.root = ""  # the try's own directory, where it has one
         self.output_path = ""
+        self._made: list[str] = []  # what prepare made in root, deepest last
 
     def prepare(self) -> dict[str, str]:
         """Make the directory and the input files; the variables for the command."""
         base = os.environ.get("TMPDIR") or "/tmp"
-        if self.inputs or (self.user is not None and os.geteuid() == 0):
-            # Files to hand over, or a directory the task's user must own: its own.
+        owned = self.user is not None and os.geteuid() == 0
+        inputs_dir = ""
+        if owned:
+            # A directory the task's user must own, output and all (chowned below).
             self.root = SCRATCH.take(base, inputs=bool(self.inputs))
             self.output_path = os.path.join(self.root, "output.json")
-        elif self.output_limit > 0:
-            self.output_path = SCRATCH.output_path(base)
+            inputs_dir = os.path.join(self.root, INPUTS) if self.inputs else ""
+        else:
+            if self.inputs:
+                # The inputs are the directory: one mkdir and one rmdir a try, where a
+                # directory with an ``inputs`` one in it cost two of each (~0.1 ms of
+                # CPU a directory here, more while the store's commits use the journal).
+                self.root = inputs_dir = SCRATCH.take(base)
+            if self.output_limit > 0:
+                self.output_path = SCRATCH.output_path(base)
         env: dict[str, str] = {}
         if self.output_limit > 0:
             env["LEOFLOW_OUTPUT"] = self.output_path
-        if self.inputs:
-            inputs_dir = os.path.join(self.root, INPUTS)
+        if inputs_dir:
             env["LEOFLOW_INPUTS_DIR"] = inputs_dir
             budget = ENV_INPUTS_TOTAL
             for task_id, text in sorted(self.inputs.items()):
                 if os.sep in task_id or task_id in ("", ".", ".."):
                     continue  # never a path outside the directory
-                with open(os.path.join(inputs_dir, f"{task_id}.json"), "w", encoding="utf-8") as f:
+                path = os.path.join(inputs_dir, f"{task_id}.json")
+                with open(path, "w", encoding="utf-8") as f:
                     f.write(text)
+                if not owned:  # removed one by one (see scratch.remove_tree)
+                    self._made.append(path)
                 size = len(text.encode("utf-8", errors="surrogatepass"))
                 if size <= ENV_INPUT_LIMIT and size <= budget:
                     env[input_env_name(task_id)] = text
                     budget -= size
-        if self.user is not None and os.geteuid() == 0:
+        if owned:
+            assert self.user is not None
             for path in _tree(self.root):
                 os.chown(path, self.user.uid, self.user.gid)
         return env
@@ -110,16 +123,17 @@ class TaskFiles:
         return text, ""
 
     def remove(self, *, later: bool = False) -> None:
-        """Delete the directory now, or ``later`` on the scratch thread (off the loop);
-        a lone output file at once (an unlink, usually of nothing)."""
-        if self.root and later:
-            SCRATCH.discard(self.root)
-        elif self.root:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(self.root)
-        elif self.output_path:
+        """Delete the directory now, or ``later`` on the scratch thread (off the loop),
+        and an output file of the shared directory at once (an unlink, usually of
+        nothing)."""
+        in_root = bool(self.root) and os.path.dirname(self.output_path) == self.root
+        if self.output_path and not in_root:
             with contextlib.suppress(OSError):
                 os.unlink(self.output_path)
+        if self.root and later:
+            SCRATCH.discard(self.root, self._made)
+        elif self.root:
+            remove_tree(self.root, self._made)
 
 
 def _tree(root: str) -> list[str]:

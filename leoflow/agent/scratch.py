@@ -25,6 +25,7 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Sequence
 
 PREFIX = "leoflow-io-"
 _AHEAD = 2  # ready directories per base, at most
@@ -32,7 +33,11 @@ _EXIT_WAIT = 1.0  # seconds, at exit, for the removals still queued (under Lite'
 
 INPUTS = "inputs"  # the subdirectory a try with inputs gets
 _Key = tuple[str, bool]  # (base, with an inputs subdirectory)
-_Job = tuple[str, _Key | str] | None  # ("make", key) | ("remove", path) | None: stop
+# ("make", key) | ("remove", (root, what was made in it)) | None: stop
+_Job = tuple[str, _Key | tuple[str, tuple[str, ...]]] | None
+# Removals queued at most; past it a try's directory is removed where it ended. The
+# process waits _EXIT_WAIT for the queue at exit, then ends without it.
+_BACKLOG = 256
 
 
 class Scratch:
@@ -76,9 +81,14 @@ class Scratch:
             number = self._named
         return os.path.join(shared, f"{self._name_prefix}-{number}.output.json")
 
-    def discard(self, root: str) -> None:
-        """Remove ``root`` and what is in it, soon."""
-        self._submit(("remove", root))
+    def discard(self, root: str, made: Sequence[str] = ()) -> None:
+        """Remove ``root`` and what is in it, soon (``remove_tree``). With too many
+        removals queued, now: the thread must not fall behind without bound, since
+        whatever is still queued when the process ends stays on the disk."""
+        if self._jobs.qsize() >= _BACKLOG:
+            remove_tree(root, made)
+        else:
+            self._submit(("remove", (root, tuple(made))))
 
     def _submit(self, job: _Job) -> None:
         with self._lock:
@@ -92,10 +102,13 @@ class Scratch:
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
-            _, what = job
-            if isinstance(what, str):  # a removal
-                shutil.rmtree(what, ignore_errors=True)
+            kind, what = job
+            if kind == "remove":
+                root, made = what
+                assert isinstance(root, str) and isinstance(made, tuple)
+                remove_tree(root, made)
                 continue
+            assert isinstance(what[1], bool)
             with self._lock:
                 if len(self._ready.get(what, ())) >= _AHEAD:
                     continue
@@ -126,6 +139,24 @@ class Scratch:
             self._shared.clear()
         for root in shared:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def remove_tree(root: str, made: Sequence[str] = ()) -> None:
+    """Remove ``root`` and everything in it. ``made``: the files and directories (these
+    with a trailing separator) put in it, deepest last, removed one by one first; that
+    is all there is unless the command added something, and then the directory is
+    walked (an rmtree opens, lists and checks each directory: twice the cost of a try's
+    few unlinks). Only for a directory whose command runs as we do: one by one, a path
+    follows a symbolic link its command put in place of a directory, rmtree does not."""
+    try:
+        for path in made:
+            if path.endswith(os.sep):
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+        os.rmdir(root)
+    except OSError:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _make(key: _Key) -> str:

@@ -25,15 +25,29 @@ def test_inputs_are_files_and_small_ones_also_variables(tmp_path: Path) -> None:
     big = json.dumps("x" * ENV_INPUT_LIMIT)
     files = TaskFiles({"a": "[1]", "big": big}, 65536)
     env = files.prepare()
-    assert env["LEOFLOW_OUTPUT"] == os.path.join(files.root, "output.json")
-    assert Path(files.root).parent == tmp_path
+    # The inputs are the try's own directory; the output a fresh name beside the others.
     inputs = Path(env["LEOFLOW_INPUTS_DIR"])
+    assert inputs == Path(files.root) and inputs.parent == tmp_path
+    assert sorted(os.listdir(inputs)) == ["a.json", "big.json"]
+    assert Path(env["LEOFLOW_OUTPUT"]).parent.parent == tmp_path
+    assert Path(env["LEOFLOW_OUTPUT"]).parent != inputs
     assert (inputs / "a.json").read_text() == "[1]"
     assert (inputs / "big.json").read_text() == big
     assert env["LEOFLOW_INPUT_A"] == "[1]"
     assert "LEOFLOW_INPUT_BIG" not in env  # over 64 KB: the file only
+    Path(env["LEOFLOW_OUTPUT"]).write_text("1")
     files.remove()
-    assert not Path(files.root).exists()
+    assert not Path(files.root).exists() and not Path(env["LEOFLOW_OUTPUT"]).exists()
+
+
+def test_whatever_the_command_added_goes_with_the_directory() -> None:
+    files = TaskFiles({"a": "1"}, 100)
+    root = Path(files.prepare()["LEOFLOW_INPUTS_DIR"])
+    (root / "extra" / "deeper").mkdir(parents=True)
+    (root / "extra" / "deeper" / "f").write_text("x")
+    (root / "a.json").unlink()  # and what it took away is no obstacle
+    files.remove()
+    assert not root.exists()
 
 
 def test_no_output_written_is_none_and_a_written_one_is_its_text() -> None:

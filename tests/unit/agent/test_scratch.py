@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 
-from leoflow.agent.scratch import INPUTS, PREFIX, Scratch
+from leoflow.agent import scratch as scratch_module
+from leoflow.agent.scratch import INPUTS, PREFIX, Scratch, remove_tree
 
 
 def _until(predicate: object, what: str) -> None:
@@ -66,5 +68,44 @@ def test_a_ready_directory_replaced_meanwhile_is_not_handed_out(tmp_path: Path) 
         os.symlink(elsewhere, tmp_path / ready)  # planted where the ready one was
         second = scratch.take(str(tmp_path))
         assert Path(second).name != ready and not os.path.islink(second)
+    finally:
+        scratch.close()
+
+
+def test_a_directory_goes_file_by_file_or_walked_when_the_command_added_to_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.json").write_text("1")
+    remove_tree(str(root), [str(root / "a.json")])
+    assert not root.exists()
+    root.mkdir()
+    (root / "a.json").write_text("1")
+    (root / "left").mkdir()
+    (root / "left" / "behind").write_text("x")
+    remove_tree(str(root), [str(root / "a.json")])
+    assert not root.exists()
+
+
+def test_removals_never_queue_past_the_backlog(tmp_path: Path) -> None:
+    """What is still queued when the process ends stays on the disk (it waits a moment,
+    then exits without its teardown): past the backlog a removal happens at once."""
+    scratch = Scratch()
+    try:
+        # A thread that takes no job: the queued removals wait, as behind one that
+        # has fallen behind.
+        idle = threading.Thread(target=lambda: None)
+        idle.start()
+        idle.join()
+        scratch._thread = idle
+        for i in range(scratch_module._BACKLOG):
+            scratch._jobs.put(("remove", (str(tmp_path / f"gone{i}"), ())))
+        root = tmp_path / "late"
+        root.mkdir()
+        (root / "a.json").write_text("1")
+        scratch.discard(str(root), [str(root / "a.json")])
+        assert not root.exists(), "removed where it was discarded"
+        assert scratch._jobs.qsize() == scratch_module._BACKLOG
     finally:
         scratch.close()
