@@ -8,6 +8,7 @@ import errno
 import itertools
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -58,14 +59,22 @@ def reason_path() -> str:
 
 
 def take_reason(path: str) -> str:
-    """What the command wrote to ``LEOFLOW_EXIT_REASON_FILE``, first line, at most 1000 chars."""
+    """What the command wrote to ``LEOFLOW_EXIT_REASON_FILE``, first line, at most 1000
+    chars. Only a regular file is read, never through a symbolic link: the agent may run
+    as root while the command runs as a task user, who could otherwise have the first
+    line of a file only root may read shown as its try's message."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(REASON_LIMIT + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:  # the usual case: nothing was written, nothing to remove
         return ""
-    except OSError:
+    except OSError:  # a symbolic link (ELOOP) or worse: removed below, not read
         text = ""
+    else:
+        with open(fd, "rb") as handle:
+            regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+            # Enough bytes for REASON_LIMIT + 1 characters of any UTF-8.
+            data = handle.read(4 * (REASON_LIMIT + 1)) if regular else b""
+        text = data.decode("utf-8", errors="replace")
     with contextlib.suppress(OSError):
         os.unlink(path)
     text = " ".join(text.split())
