@@ -33,7 +33,9 @@ loopback), ``LEOFLOW_AGENT_TICKET`` (single mode; removed from the command's env
 ``LEOFLOW_AGENT_KILL_GRACE`` (seconds between SIGTERM and SIGKILL on timeout or
 cancellation, default 10), ``LEOFLOW_CGROUP_ROOT`` (default /sys/fs/cgroup),
 ``LEOFLOW_AGENT_TASK_USER`` (a user name or uid: run every command as that user, with
-its groups and HOME; needs an agent running as root).
+its groups and HOME; needs an agent running as root), ``LEOFLOW_SCRATCH_DIR`` (where
+tries' input and output files go, default ``TMPDIR``; Lite gives its pool agent a
+private one and removes it when the agent ends).
 
 A command's environment is built, never inherited (``leoflow.agent.environment``): in
 pool mode the documented base (PATH, HOME, LANG, ...) taken from ours; in single mode
@@ -51,6 +53,7 @@ setup failure is reported at once in Complete with ``not_started`` set.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -68,6 +71,7 @@ from leoflow.agent.environment import (
     container_environment,
     resolve_task_user,
 )
+from leoflow.agent.scratch import SCRATCH
 from leoflow.agent.startup_gc import settled
 from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
 from leoflow.agent.warden import Warden
@@ -141,8 +145,21 @@ def run(argv: list[str]) -> int:
     )
     settled()  # the agent's imports are done (see startup_gc)
     if pool:
-        return asyncio.run(_reaping(_pool(settings, events)))
+        try:
+            return asyncio.run(_reaping(_pool(settings, events)))
+        finally:
+            _close_scratch()
     return asyncio.run(_reaping(_single(settings, ticket)))
+
+
+def _close_scratch() -> None:
+    """Remove what is left of the tries' directories, then the directory Lite gave us
+    for them if that is now empty: Lite removes it once we have ended, unless Lite
+    itself was killed (we end then too, on the parent-death signal)."""
+    SCRATCH.close()
+    if base := os.environ.get("LEOFLOW_SCRATCH_DIR"):
+        with contextlib.suppress(OSError):
+            os.rmdir(base)
 
 
 async def _reaping(work: Coroutine[Any, Any, int]) -> int:

@@ -40,6 +40,13 @@ def input_env_name(task_id: str) -> str:
     )
 
 
+def scratch_base() -> str:
+    """Where tries' directories go: ``LEOFLOW_SCRATCH_DIR`` (Lite gives its pool agent a
+    private one, removed whole when the agent ends, killed or not), else ``TMPDIR``,
+    else ``/tmp``."""
+    return os.environ.get("LEOFLOW_SCRATCH_DIR") or os.environ.get("TMPDIR") or "/tmp"
+
+
 class TaskFiles:
     """One try's scratch directory; ``prepare`` makes it, ``take_output`` reads the
     output back, ``remove`` deletes it."""
@@ -56,7 +63,7 @@ class TaskFiles:
 
     def prepare(self) -> dict[str, str]:
         """Make the directory and the input files; the variables for the command."""
-        base = os.environ.get("TMPDIR") or "/tmp"
+        base = scratch_base()
         owned = self.user is not None and os.geteuid() == 0
         inputs_dir = ""
         if owned:

@@ -26,8 +26,10 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -75,6 +77,7 @@ class LocalAgentExecutor:
         self._lock = asyncio.Lock()
         self._stopping = False
         self._partial = b""
+        self.scratch = ""  # the running agent's scratch directory (``_agent_scratch``)
 
     async def warm(self) -> None:
         """Start the agent now, so its ~0.1 s of start-up overlaps ours."""
@@ -98,10 +101,17 @@ class LocalAgentExecutor:
         # long, the scheduler is gone and retrying longer helps nobody.
         env.setdefault("LEOFLOW_AGENT_CONNECT_TIMEOUT", "10")
         self._partial = b""
-        self._process = await spawn_piped(
-            [sys.executable, "-m", "leoflow.agent", "--pool", "--events"], env, self._on_output
-        )
-        self._reader = asyncio.create_task(self._watch_agent(self._process))
+        scratch = self.scratch = env["LEOFLOW_SCRATCH_DIR"] = _agent_scratch()
+        try:
+            self._process = await spawn_piped(
+                [sys.executable, "-m", "leoflow.agent", "--pool", "--events"],
+                env,
+                self._on_output,
+            )
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        self._reader = asyncio.create_task(self._watch_agent(self._process, scratch))
         return self._process
 
     def _on_output(self, chunk: bytes) -> None:
@@ -117,7 +127,7 @@ class LocalAgentExecutor:
                 continue
             self._on_event(event)
 
-    async def _watch_agent(self, process: PipedChild) -> None:
+    async def _watch_agent(self, process: PipedChild, scratch: str) -> None:
         code = await process.wait()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.output_closed(), 5)
@@ -126,6 +136,9 @@ class LocalAgentExecutor:
         lost = list(self._inflight.items())
         pgids = {self._pgids.pop(key) for key, _ in lost if key in self._pgids}
         await self._kill_groups(pgids)
+        # An agent that ended cleanly removed its tries' directories itself; one that
+        # was killed could not, nor the directories it had made ahead.
+        await asyncio.to_thread(shutil.rmtree, scratch, True)
         for key, launch in lost:
             if self._inflight.pop(key, None) is None:
                 continue  # its end arrived meanwhile
@@ -232,8 +245,13 @@ class LocalAgentExecutor:
     async def stop(self) -> None:
         self._stopping = True
         process = self._process
-        if process is None or process.returncode is not None:
-            return
+        if process is not None and process.returncode is None:
+            await self._stop_agent(process)
+        if self._reader is not None:  # it removes the agent's scratch directory
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    async def _stop_agent(self, process: PipedChild) -> None:
         # The agent forwards SIGTERM to every command's process group, refuses new
         # work and exits once its commands have ended (the scheduler, stopping,
         # refuses their Complete at once). A command still alive after the grace is
@@ -250,9 +268,15 @@ class LocalAgentExecutor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
             await process.wait()
-        if self._reader is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+
+
+def _agent_scratch() -> str:
+    """A private directory for one pool agent's scratch directories (see
+    ``agent.outputs``), removed whole once that agent has ended, however it ended.
+    Mode 0711: a task user reaches its own try's directory in it, and lists nothing."""
+    path = tempfile.mkdtemp(prefix="leoflow-agent-", dir=os.environ.get("TMPDIR") or "/tmp")
+    os.chmod(path, 0o711)
+    return path
 
 
 def agent_environment(settings: Settings, source: dict[str, str] | None = None) -> dict[str, str]:

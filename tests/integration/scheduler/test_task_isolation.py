@@ -247,6 +247,8 @@ tasks:
         await asyncio.sleep(0.01)
     task_pid, child_pid = (int(p) for p in (marks / "try1").read_text().split())
     agent = rt.executor._process
+    scratch = rt.executor.scratch
+    assert await asyncio.to_thread(os.listdir, scratch)  # the try's output directory
     os.kill(agent.pid, signal.SIGKILL)
     try:
         final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 60)
@@ -261,6 +263,9 @@ tasks:
     from leoflow.executor.process_groups import group_alive
 
     assert not group_alive(task_pid) and not group_alive(child_pid)
+    # What the killed agent left on the disk went with it; the new agent has its own.
+    assert not await asyncio.to_thread(os.path.exists, scratch)
+    assert rt.executor.scratch != scratch
 
 
 @pytest.mark.parametrize("executor", ["agent", "subprocess"])
