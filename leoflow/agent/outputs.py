@@ -59,7 +59,7 @@ class TaskFiles:
         self.user = user
         self.root = ""  # the try's own directory, where it has one
         self.output_path = ""
-        self._made: list[str] = []  # what prepare made in root, deepest last
+        self._made: list[str] = []  # the files prepare wrote in root
 
     def prepare(self) -> dict[str, str]:
         """Make the directory and the input files; the variables for the command."""

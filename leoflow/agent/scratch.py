@@ -142,18 +142,15 @@ class Scratch:
 
 
 def remove_tree(root: str, made: Sequence[str] = ()) -> None:
-    """Remove ``root`` and everything in it. ``made``: the files and directories (these
-    with a trailing separator) put in it, deepest last, removed one by one first; that
-    is all there is unless the command added something, and then the directory is
-    walked (an rmtree opens, lists and checks each directory: twice the cost of a try's
-    few unlinks). Only for a directory whose command runs as we do: one by one, a path
-    follows a symbolic link its command put in place of a directory, rmtree does not."""
+    """Remove ``root`` and everything in it. ``made``: the files put in it, unlinked one
+    by one first; that is all there is unless the command added something, and then the
+    directory is walked (an rmtree opens, lists and checks each directory: twice the
+    cost of a try's few unlinks). Only for a directory whose command runs as we do: one
+    by one, a path follows a symbolic link its command put in place of a directory,
+    rmtree does not."""
     try:
         for path in made:
-            if path.endswith(os.sep):
-                os.rmdir(path)
-            else:
-                os.unlink(path)
+            os.unlink(path)
         os.rmdir(root)
     except OSError:
         shutil.rmtree(root, ignore_errors=True)
