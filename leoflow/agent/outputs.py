@@ -89,7 +89,11 @@ class TaskFiles:
                 if os.sep in task_id or task_id in ("", ".", ".."):
                     continue  # never a path outside the directory
                 path = os.path.join(inputs_dir, f"{task_id}.json")
-                with open(path, "w", encoding="utf-8") as f:
+                # A new file, never one that stands there: a link would have us write
+                # elsewhere, a FIFO would block the agent's loop until read. Either is
+                # an OSError, and the try fails at setup saying so.
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+                with open(fd, "w", encoding="utf-8") as f:
                     f.write(text)
                 if not owned:  # removed one by one (see scratch.remove_tree)
                     self._made.append(path)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from leoflow.agent.outputs import ENV_INPUT_LIMIT, TaskFiles, input_env_name
+from leoflow.agent.scratch import SCRATCH
 
 
 @pytest.fixture(autouse=True)
@@ -107,3 +108,23 @@ def test_a_try_without_inputs_gets_a_fresh_name_in_one_private_directory(tmp_pat
     shared.chmod(0o777)
     third = TaskFiles({}, 100)
     assert Path(third.prepare()["LEOFLOW_OUTPUT"]).parent != shared
+
+
+@pytest.mark.parametrize("planted", ["fifo", "symlink"])
+def test_something_planted_where_an_input_goes_fails_the_setup_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """A command running as the agent does can reach a directory made ahead: a FIFO
+    there must not block the agent's loop, nor a link have it write elsewhere."""
+    ready = tmp_path / "ready"
+    ready.mkdir(mode=0o700)
+    target = tmp_path / "elsewhere.json"
+    if planted == "fifo":
+        os.mkfifo(ready / "a.json")
+    else:
+        os.symlink(target, ready / "a.json")
+    monkeypatch.setattr(SCRATCH, "take", lambda base, inputs=False: str(ready))
+    files = TaskFiles({"a": "[1]"}, 100)
+    with pytest.raises(FileExistsError):
+        files.prepare()
+    assert not target.exists()
