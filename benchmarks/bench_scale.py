@@ -96,7 +96,13 @@ def _own_cpu_s(process: Any) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def child(kind: str, n: int, executor: str, parallelism: int, profile: str | None) -> None:
+def child(
+    kind: str, n: int, executor: str, parallelism: int, profile: str | None, loop: str
+) -> None:
+    # The product's loop (uvloop, as every `leoflow` command runs), or stock asyncio.
+    from leoflow.commands.common import run_async
+
+    run = run_async if loop == "uvloop" else asyncio.run
     with tempfile.TemporaryDirectory(prefix="leoflow-scale-") as tmp:
         home = Path(tmp)
         os.environ["LEOFLOW_HOME"] = str(home / "home")
@@ -114,11 +120,11 @@ def child(kind: str, n: int, executor: str, parallelism: int, profile: str | Non
 
             prof = cProfile.Profile()
             prof.enable()
-            out = asyncio.run(_drive(dag, runs, executor))
+            out = run(_drive(dag, runs, executor))
             prof.disable()
             prof.dump_stats(profile)
         else:
-            out = asyncio.run(_drive(dag, runs, executor))
+            out = run(_drive(dag, runs, executor))
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the agent and its tasks
     out["agent_cpu_s"] = kids.ru_utime + kids.ru_stime
@@ -127,7 +133,7 @@ def child(kind: str, n: int, executor: str, parallelism: int, profile: str | Non
 
 def run_child(kind: str, n: int, args: argparse.Namespace, profile: str | None = None) -> Any:
     cmd = [sys.executable, __file__, "--child", f"{kind}:{n}", "--executor", args.executor]
-    cmd += ["--parallelism", str(args.parallelism)]
+    cmd += ["--parallelism", str(args.parallelism), "--loop", args.loop]
     if profile:
         cmd += ["--profile", profile]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
@@ -176,12 +182,18 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--executor", default="agent", choices=("agent", "subprocess"))
     parser.add_argument("--parallelism", type=int, default=0, help="0: the settings default")
+    parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="Lite's event loop: uvloop as `leoflow run` has it, or stock asyncio",
+    )
     parser.add_argument("--profile", default=None, help="cProfile the largest fan-out")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, n = args.child.split(":")
-        child(kind, int(n), args.executor, args.parallelism, args.profile)
+        child(kind, int(n), args.executor, args.parallelism, args.profile, args.loop)
         return
     fanouts = [int(s) for s in args.fanout.split(",") if s]
     if args.profile:
@@ -204,6 +216,7 @@ def main() -> None:
                 "python": platform.python_version(),
                 "executor": args.executor,
                 "parallelism": args.parallelism,
+                "loop": args.loop,
                 "load_average": os.getloadavg(),
                 "statistic": "median over reps, each a fresh process",
                 "results": results,
