@@ -72,6 +72,7 @@ class Channel:
         self._wake = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
         self._closed = False
+        self._abandoned: Unreachable | None = None
         self.streams_opened = 0
 
     # -- sending -------------------------------------------------------------------------
@@ -82,6 +83,10 @@ class Channel:
         """Queue one item; the future gets its reply's body, or Refused/Unreachable."""
         if self._closed:
             raise RuntimeError("the agent's channel is closed")
+        if self._abandoned is not None:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future.set_exception(self._abandoned)
+            return future
         item = pb.AgentItem(id=next(self._ids), session_token=token or "")
         getattr(item, kind).CopyFrom(message)
         size = 64 + len(item.session_token) + (len(message.data) if kind == "log" else 0)
@@ -95,6 +100,15 @@ class Channel:
 
     async def call(self, kind: str, message: Any, token: str | None, *, resend: bool = True) -> Any:
         return await self.submit(kind, message, token, resend=resend)
+
+    def abandon(self, why: str) -> None:
+        """Nobody is left to answer (Lite, whose endpoint this is, died): fail what
+        waits and whatever is sent from now on at once, instead of dialing a dead
+        address for ``connect_timeout``."""
+        self._abandoned = Unreachable(why)
+        if self._runner is not None:
+            self._runner.cancel()
+        self._fail_all(self._abandoned)
 
     async def close(self) -> None:
         self._closed = True

@@ -57,6 +57,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import sys
 from collections.abc import Coroutine
 from typing import Any
@@ -197,6 +198,7 @@ async def _single(settings: dict[str, Any], ticket: str) -> int:
 
 
 _flush_due = False
+_reader_gone = False
 
 
 def _emit(fields: dict[str, Any]) -> None:
@@ -205,13 +207,19 @@ def _emit(fields: dict[str, Any]) -> None:
     each, two a task. The events only keep Lite's list of process groups for the case
     that we die, and then the warden kills those groups anyway."""
     global _flush_due
-    sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
+    if _reader_gone:
+        return
+    try:
+        sys.stdout.write(json.dumps(fields, separators=(",", ":")) + "\n")
+    except BrokenPipeError:
+        _lost_reader()
+        return
     if _flush_due:
         return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        sys.stdout.flush()
+        _flush()
         return
     _flush_due = True
     loop.call_soon(_flush)
@@ -220,7 +228,23 @@ def _emit(fields: dict[str, Any]) -> None:
 def _flush() -> None:
     global _flush_due
     _flush_due = False
-    sys.stdout.flush()
+    if _reader_gone:
+        return
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _lost_reader()
+
+
+def _lost_reader() -> None:
+    """Lite died (its end of our stdout is closed): the events have no reader left.
+    What is still buffered goes nowhere, at exit too, instead of a traceback."""
+    global _reader_gone
+    _reader_gone = True
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _die_with_parent() -> int | None:
@@ -323,7 +347,22 @@ async def _pool(settings: dict[str, Any], events: bool) -> int:
         await sup.channel.close()
         if sup.warden is not None:
             sup.warden.close()
+        if sup.orphaned:
+            _remove_socket_dir(os.environ.get("LEOFLOW_AGENT_SOCKET_DIR", ""))
     return 128 + sup.received_signal if sup.received_signal is not None else 0
+
+
+def _remove_socket_dir(path: str) -> None:
+    """The directory of the dead Lite's endpoint socket: nobody else is left to remove
+    it. Sockets only, then the directory if that left it empty: anything else in it is
+    not ours to delete."""
+    if not path:
+        return
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path):
+            if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                os.unlink(entry.path)
+        os.rmdir(path)
 
 
 async def _stdin_lines() -> Any:

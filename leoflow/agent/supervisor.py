@@ -53,6 +53,7 @@ class Supervisor:
         self.received_signal: int | None = None
         # The pool agent's parent (Lite), when it asked to die with it.
         self.parent_pid: int | None = None
+        self.orphaned = False  # that parent died while we ran
         # Kills the commands' process groups if we die (pool mode; see ``warden``).
         self.warden: Warden | None = None
         self._oom_window: set[TaskRun] = set()
@@ -69,6 +70,13 @@ class Supervisor:
         # is left to SIGKILL a command that ignores it, so the agent does. In a pod
         # the kubelet does that itself after the pod's grace period.
         orphaned = self.parent_pid is not None and os.getppid() != self.parent_pid
+        if orphaned:
+            # Its endpoint died with it: the tries' ends cannot be told to anyone, and
+            # Lite's next start finds them lost and runs them again.
+            self.orphaned = True
+            self.channel.abandon(
+                f"the Lite process that started this agent (pid {self.parent_pid}) is gone"
+            )
         for run in list(self.runs):
             run.forward(signum, escalate=orphaned)
 

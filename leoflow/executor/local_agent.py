@@ -63,8 +63,13 @@ class LocalAgentExecutor:
     name = "agent"
     uses_agent = True
 
-    def __init__(self, settings: Settings, *, agent_endpoint: str | None) -> None:
+    def __init__(
+        self, settings: Settings, *, agent_endpoint: str | None, endpoint_dir: str | None = None
+    ) -> None:
+        """``endpoint_dir``: the private directory of the endpoint's Unix socket, which
+        the agent removes if it outlives this process (``leoflow run`` killed)."""
         self.settings = settings
+        self.endpoint_dir = endpoint_dir
         if settings.task_user:
             resolve_task_user(settings.task_user)  # an unknown user stops Lite at start
         # Where the agent dials; None only when the endpoint could not be served.
@@ -95,6 +100,8 @@ class LocalAgentExecutor:
         env = agent_environment(self.settings)
         env["LEOFLOW_AGENT_ENDPOINT"] = self.agent_endpoint
         env["LEOFLOW_AGENT_PARENT_PID"] = str(os.getpid())
+        if self.endpoint_dir:
+            env["LEOFLOW_AGENT_SOCKET_DIR"] = self.endpoint_dir
         if self.settings.agent_tls_ca_file is not None:
             env["LEOFLOW_AGENT_CA_FILE"] = str(self.settings.agent_tls_ca_file)
         # The endpoint is in this very process: if it stops answering for this

@@ -51,7 +51,7 @@ async def early_agent(
         return
     try:
         settings = settings.model_copy(update={"agent_listen": address, "agent_endpoint": address})
-        agent = LocalAgentExecutor(settings, agent_endpoint=address)
+        agent = LocalAgentExecutor(settings, agent_endpoint=address, endpoint_dir=socket_dir)
         try:
             await agent.warm()
             yield settings, agent

@@ -47,6 +47,15 @@ def _group_alive(pgid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(") ", 1)[-1].startswith("Z"))
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(") ", 1)[-1].startswith("Z"))
+
+
 def _tasks(tmp_path: Path, release: Path) -> str:
     # Each task records its process group (its shell is the group leader), then waits
     # until `release` exists; `stubborn` ignores SIGTERM, so only SIGKILL stops it.
@@ -170,23 +179,45 @@ def test_a_killed_leoflow_run_leaves_no_task_behind_even_one_that_ignores_sigter
 ) -> None:
     # SIGKILL gives leoflow run no chance to stop anything: its pool agent hears of
     # the death (PDEATHSIG, SIGTERM) and must SIGKILL what ignores SIGTERM itself.
+    # It must not then spend its connect timeout (60 s here) dialing the dead run's
+    # endpoint, and it leaves none of the run's directories behind in TMPDIR.
     release = tmp_path / "release"
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
     dag = tmp_path / "orphans.yaml"
     dag.write_text("dag_id: orphans\ntasks:\n" + _tasks(tmp_path, release))
-    proc = subprocess.Popen(
-        [LEOFLOW, "run", str(dag)], env={**env, "LEOFLOW_AGENT_KILL_GRACE": "1"}, cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    run_env = {
+        **env,
+        "LEOFLOW_AGENT_KILL_GRACE": "1",
+        "LEOFLOW_AGENT_CONNECT_TIMEOUT": "60",
+        "TMPDIR": str(tmpdir),
+    }
+    stderr = tmp_path / "stderr"
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(
+            [LEOFLOW, "run", str(dag)], env=run_env, cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
     try:
         _wait(
             lambda: all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
             "three running tasks",
         )
         pgids = _pgids(tmp_path)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 1, children  # the pool agent
+        agent = int(children[0])
+        assert _alive(agent)
+        assert sorted(p.name.split("-")[1] for p in tmpdir.iterdir()) == ["agent", "run"]
         proc.kill()
         proc.wait(timeout=60)
         _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone")
+        _wait(lambda: not _alive(agent), "the pool agent to be gone", timeout=30)
+        _wait(lambda: not list(tmpdir.iterdir()), "the run's directories to be gone", timeout=10)
     finally:
         release.touch()  # whatever is left ends on its own
         if proc.poll() is None:
             proc.kill()
+    said = stderr.read_text()
+    assert "Traceback" not in said, said
+    assert "started this agent" in said and "is gone" in said, said
