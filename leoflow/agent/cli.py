@@ -62,6 +62,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
+from leoflow.agent import held_dirs
 from leoflow.agent.cgroup import find_oom_counter
 from leoflow.agent.channel import Channel
 from leoflow.agent.child_watch import pidfd_reaping
@@ -146,6 +147,8 @@ def run(argv: list[str]) -> int:
     )
     settled()  # the agent's imports are done (see startup_gc)
     if pool:
+        if scratch := os.environ.get("LEOFLOW_SCRATCH_DIR"):
+            held_dirs.hold(scratch)  # held while we live, Lite or no Lite (see held_dirs)
         try:
             return asyncio.run(_reaping(_pool(settings, events)))
         finally:
@@ -161,6 +164,7 @@ def _close_scratch() -> None:
     if base := os.environ.get("LEOFLOW_SCRATCH_DIR"):
         with contextlib.suppress(OSError):
             os.rmdir(base)
+        held_dirs.release(base)
 
 
 async def _reaping(work: Coroutine[Any, Any, int]) -> int:

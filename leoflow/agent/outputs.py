@@ -52,18 +52,25 @@ class TaskFiles:
     output back, ``remove`` deletes it."""
 
     def __init__(
-        self, inputs: Mapping[str, str], output_limit: int, user: TaskUser | None = None
+        self,
+        inputs: Mapping[str, str],
+        output_limit: int,
+        user: TaskUser | None = None,
+        *,
+        base: str = "",
     ) -> None:
+        """``base``: where the directory goes; "" for ``scratch_base()``."""
         self.inputs = dict(inputs)
         self.output_limit = output_limit
         self.user = user
+        self.base = base
         self.root = ""  # the try's own directory, where it has one
         self.output_path = ""
         self._made: list[str] = []  # the files prepare wrote in root
 
     def prepare(self) -> dict[str, str]:
         """Make the directory and the input files; the variables for the command."""
-        base = scratch_base()
+        base = self.base or scratch_base()
         owned = self.user is not None and os.geteuid() == 0
         inputs_dir = ""
         if owned:

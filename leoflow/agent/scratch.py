@@ -119,6 +119,14 @@ class Scratch:
             with self._lock:
                 self._ready.setdefault(what, []).append(root)
 
+    def forget(self, base: str) -> None:
+        """Stop using ``base`` (its owner removes it whole): no ready directory or
+        output directory in it is handed out again."""
+        with self._lock:
+            for key in [key for key in self._ready if key[0] == base]:
+                del self._ready[key]
+            self._shared.pop(base, None)
+
     def close(self) -> None:
         """Finish the queued removals (a moment at most) and remove the ready directories."""
         with self._lock:

@@ -26,14 +26,13 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from leoflow.agent import held_dirs
 from leoflow.agent.environment import base_environment, resolve_task_user
 from leoflow.domain.execution import Attempt, Launch, LaunchError, Report, TaskFinished
 from leoflow.domain.reasons import EndReason
@@ -82,7 +81,7 @@ class LocalAgentExecutor:
         self._lock = asyncio.Lock()
         self._stopping = False
         self._partial = b""
-        self.scratch = ""  # the running agent's scratch directory (``_agent_scratch``)
+        self.scratch = ""  # the running agent's scratch directory (see ``_ensure_agent``)
 
     async def warm(self) -> None:
         """Start the agent now, so its ~0.1 s of start-up overlaps ours."""
@@ -108,7 +107,13 @@ class LocalAgentExecutor:
         # long, the scheduler is gone and retrying longer helps nobody.
         env.setdefault("LEOFLOW_AGENT_CONNECT_TIMEOUT", "10")
         self._partial = b""
-        scratch = self.scratch = env["LEOFLOW_SCRATCH_DIR"] = _agent_scratch()
+        held_dirs.sweep_in_background()  # what a kill -9 of an earlier Lite left there
+        # A private directory for this agent's tries' directories (see
+        # ``agent.outputs``), removed whole once the agent has ended, however it ended.
+        # Mode 0711: a task user reaches its own try's directory in it, and lists nothing.
+        scratch = self.scratch = env["LEOFLOW_SCRATCH_DIR"] = held_dirs.make(
+            "leoflow-agent-", mode=0o711
+        )
         try:
             self._process = await spawn_piped(
                 [sys.executable, "-m", "leoflow.agent", "--pool", "--events"],
@@ -116,7 +121,7 @@ class LocalAgentExecutor:
                 self._on_output,
             )
         except BaseException:
-            shutil.rmtree(scratch, ignore_errors=True)
+            held_dirs.remove(scratch)
             raise
         self._reader = asyncio.create_task(self._watch_agent(self._process, scratch))
         return self._process
@@ -145,7 +150,7 @@ class LocalAgentExecutor:
         await self._kill_groups(pgids)
         # An agent that ended cleanly removed its tries' directories itself; one that
         # was killed could not, nor the directories it had made ahead.
-        await asyncio.to_thread(shutil.rmtree, scratch, True)
+        await asyncio.to_thread(held_dirs.remove, scratch)
         for key, launch in lost:
             if self._inflight.pop(key, None) is None:
                 continue  # its end arrived meanwhile
@@ -275,15 +280,6 @@ class LocalAgentExecutor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
             await process.wait()
-
-
-def _agent_scratch() -> str:
-    """A private directory for one pool agent's scratch directories (see
-    ``agent.outputs``), removed whole once that agent has ended, however it ended.
-    Mode 0711: a task user reaches its own try's directory in it, and lists nothing."""
-    path = tempfile.mkdtemp(prefix="leoflow-agent-", dir=os.environ.get("TMPDIR") or "/tmp")
-    os.chmod(path, 0o711)
-    return path
 
 
 def agent_environment(settings: Settings, source: dict[str, str] | None = None) -> dict[str, str]:

@@ -21,8 +21,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from leoflow.agent import held_dirs
 from leoflow.agent.environment import TaskUser, base_environment, resolve_task_user
 from leoflow.agent.outputs import TaskFiles
+from leoflow.agent.scratch import SCRATCH
 from leoflow.agent.warden import Warden
 from leoflow.domain.durations import format_duration
 from leoflow.domain.execution import (
@@ -86,6 +88,7 @@ class SubprocessExecutor:
         self._kill_grace = kill_grace
         self._children: dict[tuple[int, int], _Child] = {}
         self._warden: Warden | None = None
+        self._scratch = ""  # this executor's tries' files go here (see ``start``)
 
     async def warm(self) -> None:
         """Nothing to prepare: each task is its own child."""
@@ -94,6 +97,12 @@ class SubprocessExecutor:
         self._report = report
         # Kills the children's groups if Lite dies (one process, not an exec a child).
         self._warden = Warden.start()
+        held_dirs.sweep_in_background()  # what a kill -9 of an earlier Lite left there
+        # A private directory for the tries' files, so a kill -9 of Lite leaves one
+        # directory that the next start removes (``held_dirs``), not one per try.
+        # Mode 0711: a task user reaches its own try's directory in it, and lists nothing.
+        if not self._scratch:
+            self._scratch = held_dirs.make("leoflow-lite-", mode=0o711)
 
     async def launch(self, launch: Launch) -> None:
         if self._report is None:
@@ -104,7 +113,7 @@ class SubprocessExecutor:
         def output(chunk: bytes) -> None:
             report(LogData(key[0], key[1], chunk))
 
-        files = TaskFiles(launch.inputs, OUTPUT_LIMIT, self._user)
+        files = TaskFiles(launch.inputs, OUTPUT_LIMIT, self._user, base=self._scratch)
         try:
             argv, env = launch.spec.argv(), task_environment(launch, self._user)
             env.update(files.prepare())
@@ -206,3 +215,7 @@ class SubprocessExecutor:
         if self._warden is not None:
             self._warden.close()
             self._warden = None
+        if self._scratch:
+            scratch, self._scratch = self._scratch, ""
+            SCRATCH.forget(scratch)
+            await asyncio.to_thread(held_dirs.remove, scratch)

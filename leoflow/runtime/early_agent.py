@@ -11,11 +11,10 @@ the usual path, where the endpoint starts first.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from leoflow.agent import held_dirs
 from leoflow.settings import Settings
 
 if TYPE_CHECKING:
@@ -43,10 +42,10 @@ async def early_agent(
         return
     from leoflow.executor.local_agent import LocalAgentExecutor
 
-    socket_dir = tempfile.mkdtemp(prefix="leoflow-run-")
+    socket_dir = held_dirs.make("leoflow-run-")
     address = f"unix:{socket_dir}/agent.sock"
     if len(address) - len("unix:") > _SUN_PATH_MAX:  # a long TMPDIR: the usual path
-        shutil.rmtree(socket_dir, ignore_errors=True)
+        held_dirs.remove(socket_dir)
         yield settings, None
         return
     try:
@@ -58,4 +57,4 @@ async def early_agent(
         finally:
             await agent.stop()  # already stopped if the runtime closed it; idempotent
     finally:
-        shutil.rmtree(socket_dir, ignore_errors=True)
+        held_dirs.remove(socket_dir)

@@ -221,3 +221,51 @@ def test_a_killed_leoflow_run_leaves_no_task_behind_even_one_that_ignores_sigter
     said = stderr.read_text()
     assert "Traceback" not in said, said
     assert "started this agent" in said and "is gone" in said, said
+
+
+def test_what_a_killed_run_left_in_tmpdir_the_next_start_removes(
+    env: dict[str, str], home: Path, tmp_path: Path
+) -> None:
+    # --executor subprocess: the tries' files are Lite's own, in one directory Lite
+    # holds. Killed, Lite leaves that directory; the next start finds nobody holding
+    # it and removes it (while its own task waits to see it gone).
+    release = tmp_path / "release"
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    run_env = {**env, "TMPDIR": str(tmpdir)}
+    dag = tmp_path / "killed.yaml"
+    dag.write_text("dag_id: killed\ntasks:\n" + _tasks(tmp_path, release))
+    proc = subprocess.Popen(
+        [LEOFLOW, "run", "--executor", "subprocess", str(dag)], env=run_env, cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait(
+            lambda: all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
+            "three running tasks",
+        )
+        pgids = _pgids(tmp_path)
+        proc.kill()
+        proc.wait(timeout=60)
+        _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone")
+    finally:
+        release.touch()
+        if proc.poll() is None:
+            proc.kill()
+    (left,) = tmpdir.iterdir()
+    assert left.name.startswith("leoflow-lite-"), left
+    an_hour_ago = time.time() - 3600  # younger ones may be still being made: kept
+    os.utime(left, (an_hour_ago, an_hour_ago))
+    waiter = tmp_path / "waiter.yaml"
+    waiter.write_text(
+        "dag_id: waiter\ntasks:\n"
+        f"  gone: {{command: 'for i in $(seq 600); do [ -e {left} ] || exit 0; sleep 0.1; done; "
+        "exit 1'}\n"
+    )
+    done = subprocess.run(
+        [LEOFLOW, "run", str(waiter)], env=run_env, cwd=REPO, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not left.exists()
+    assert list(tmpdir.iterdir()) == []
