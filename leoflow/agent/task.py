@@ -248,7 +248,11 @@ class TaskRun:
             started: tuple[asyncio.SubprocessTransport, ChildProtocol] | None = None
             if hook is None and not as_user:  # off the loop where it can (nonblocking_spawn)
                 started = await nonblocking_spawn.spawn(
-                    lambda: ChildProtocol(shipper), argv, env, spec.cwd or None
+                    lambda: ChildProtocol(shipper),
+                    argv,
+                    env,
+                    spec.cwd or None,
+                    on_loop=len(self.sup.runs) <= 1,  # ours alone
                 )
             if started is None:
                 started = await loop.subprocess_exec(

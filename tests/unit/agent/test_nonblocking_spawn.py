@@ -1,9 +1,11 @@
 """A command started off the loop gets what ``subprocess`` with ``process_group=0``
-would give it, and its output and exit reach the protocol as asyncio's would."""
+would give it, and its output and exit reach the protocol as asyncio's would. So does
+one started on the loop's own thread (``on_loop``, for an agent's only task)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import sys
@@ -30,8 +32,15 @@ class Recorder(ChildProtocol):
         (self.out if fd == 1 else self.err).extend(data)
 
 
-async def _run(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Recorder:
-    started = await nonblocking_spawn.spawn(Recorder, argv, env, cwd)
+@pytest.fixture(params=[False, True], ids=["worker", "on_loop"])
+def on_loop(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+async def _run(
+    argv: list[str], env: dict[str, str], cwd: str | None = None, *, on_loop: bool = False
+) -> Recorder:
+    started = await nonblocking_spawn.spawn(Recorder, argv, env, cwd, on_loop=on_loop)
     assert started is not None, "this machine (Linux, glibc, pidfd) should take the off-loop path"
     transport, proto = started
     await proto.exited
@@ -48,8 +57,9 @@ SHOW = (
 )
 
 
-async def test_output_exit_group_cwd_env_stdin_and_signals(tmp_path: Path) -> None:
-    proto = await _run(["sh", "-c", SHOW], {"PATH": PATH, "FOO": "bar"}, cwd=str(tmp_path))
+async def test_output_exit_group_cwd_env_stdin_and_signals(tmp_path: Path, on_loop: bool) -> None:
+    env = {"PATH": PATH, "FOO": "bar"}
+    proto = await _run(["sh", "-c", SHOW], env, cwd=str(tmp_path), on_loop=on_loop)
     out = proto.out.decode()
     assert proto.exited.result() == 7
     assert proto.err.decode() == "err\n"
@@ -59,7 +69,8 @@ async def test_output_exit_group_cwd_env_stdin_and_signals(tmp_path: Path) -> No
     assert f"\n{tmp_path}\n" in out and "stdin-empty" in out
     # The masks of the spawned process itself (a shell's own would show what it blocks
     # around its forks).
-    proto = await _run(["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"], {"PATH": PATH})
+    argv = ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]
+    proto = await _run(argv, {"PATH": PATH}, on_loop=on_loop)
     masks = dict(line.split(":\t") for line in proto.out.decode().splitlines())
     assert int(masks["SigBlk"], 16) == 0  # an empty signal mask
     assert int(masks["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1)) == 0  # SIGPIPE back to default
@@ -70,20 +81,21 @@ async def test_a_signal_death_is_minus_the_signal() -> None:
     assert proto.exited.result() == -signal.SIGTERM
 
 
-async def test_failures_raise_as_subprocess_does(tmp_path: Path) -> None:
+async def test_failures_raise_as_subprocess_does(tmp_path: Path, on_loop: bool) -> None:
     env = {"PATH": PATH}
+    spawn = functools.partial(nonblocking_spawn.spawn, Recorder, on_loop=on_loop)
     with pytest.raises(FileNotFoundError):
-        await nonblocking_spawn.spawn(Recorder, ["no-such-program-anywhere"], env, None)
+        await spawn(["no-such-program-anywhere"], env, None)
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\n")  # not executable
     with pytest.raises(PermissionError):
-        await nonblocking_spawn.spawn(Recorder, [str(script)], env, None)
+        await spawn([str(script)], env, None)
     with pytest.raises(FileNotFoundError):
-        await nonblocking_spawn.spawn(Recorder, ["true"], env, str(tmp_path / "missing"))
+        await spawn(["true"], env, str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="null byte"):
-        await nonblocking_spawn.spawn(Recorder, ["echo", "a\0b"], env, None)
+        await spawn(["echo", "a\0b"], env, None)
     with pytest.raises(ValueError, match="environment variable name"):
-        await nonblocking_spawn.spawn(Recorder, ["true"], {**env, "A=B": "1"}, None)
+        await spawn(["true"], {**env, "A=B": "1"}, None)
 
 
 async def test_a_path_of_its_own_is_searched_here_and_a_miss_takes_the_usual_path(
