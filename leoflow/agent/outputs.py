@@ -100,11 +100,16 @@ class TaskFiles:
                 # elsewhere, a FIFO would block the agent's loop until read. Either is
                 # an OSError, and the try fails at setup saying so.
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-                with open(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
+                data = text.encode("utf-8")
+                try:  # os.write, not a file object: a try may have many of these
+                    rest = memoryview(data)
+                    while rest:
+                        rest = rest[os.write(fd, rest) :]
+                finally:
+                    os.close(fd)
                 if not owned:  # removed one by one (see scratch.remove_tree)
                     self._made.append(path)
-                size = len(text.encode("utf-8", errors="surrogatepass"))
+                size = len(data)
                 if size <= ENV_INPUT_LIMIT and size <= budget:
                     env[input_env_name(task_id)] = text
                     budget -= size

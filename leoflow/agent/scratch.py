@@ -28,7 +28,7 @@ import threading
 from collections.abc import Sequence
 
 PREFIX = "leoflow-io-"
-_AHEAD = 2  # ready directories per base, at most
+_AHEAD = 8  # ready directories per base, at most (a take that finds none adds one)
 _EXIT_WAIT = 1.0  # seconds, at exit, for the removals still queued (under Lite's stop grace)
 
 INPUTS = "inputs"  # the subdirectory a try with inputs gets
