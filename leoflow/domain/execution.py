@@ -118,6 +118,9 @@ class LaunchError(Exception):
 class Executor(Protocol):
     name: str
     uses_agent: bool
+    # Every agent of this executor dials this very process's endpoint (Lite's pool
+    # agent), so the scheduler keeps its tickets in memory (``local_tickets``).
+    agents_dial_here: bool
 
     async def warm(self) -> None:
         """Get ready for the first launch before the scheduler starts (Lite's agent

@@ -61,6 +61,7 @@ _GROUP_WARN_AFTER = 10.0
 class LocalAgentExecutor:
     name = "agent"
     uses_agent = True
+    agents_dial_here = True  # its one agent is our child, dialing our endpoint
 
     def __init__(
         self, settings: Settings, *, agent_endpoint: str | None, endpoint_dir: str | None = None

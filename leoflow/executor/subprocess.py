@@ -81,6 +81,7 @@ class _Child:
 class SubprocessExecutor:
     name = "subprocess"
     uses_agent = False
+    agents_dial_here = False
 
     def __init__(self, kill_grace: float = KILL_GRACE, task_user: str | None = None) -> None:
         self._user = resolve_task_user(task_user) if task_user else None

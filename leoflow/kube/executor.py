@@ -66,6 +66,7 @@ log = logging.getLogger("leoflow.kube.executor")
 class KubernetesExecutor:
     name = "kubernetes"
     uses_agent = True
+    agents_dial_here = False  # a pod's agent may reach any replica
 
     def __init__(
         self,

@@ -79,6 +79,11 @@ class SchedulerBackend:
         self._tickets = TicketBatcher(store.consume_tickets)
 
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
+        scheduler = self._scheduler()
+        if scheduler is not None and scheduler.local_tickets is not None:
+            local = scheduler.local_tickets.consume(ticket_hash, now)
+            if local is not None:  # one of the tickets kept here (Lite's pool agent's)
+                return local
         use = await self._tickets.consume(ticket_hash, now)
         return TicketUse(use.status, use.ti_pk, use.try_number)
 

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import Book
+from leoflow.scheduler.local_tickets import LocalTickets
 from leoflow.store import RunChange, Store
 
 log = logging.getLogger("leoflow.scheduler")
@@ -27,8 +28,11 @@ class GroupCommit:
         ticket_ttl: float,
         clock: Callable[[], float],
         reload_run: Callable[[int], Awaitable[None]],
+        local_tickets: LocalTickets | None = None,
     ) -> None:
+        """``local_tickets``: where the launches' tickets go instead of the store."""
         self.store = store
+        self.local_tickets = local_tickets
         self.book = book
         self.epoch = epoch
         self.ticket_ttl = ticket_ttl
@@ -40,14 +44,15 @@ class GroupCommit:
             RunChange(run.pk, expected, new, fields)
             for run, expected, new, fields in batch.run_changes
         ]
-        if batch.changes or batch.tickets or runs:
+        stored_tickets = batch.tickets if self.local_tickets is None else []
+        if batch.changes or stored_tickets or runs:
             # The runs' changes ride in the tasks' transaction: a run's start and end
             # were a transaction each, two of a small run's handful.
             results, run_results = await self.store.commit_batch(
                 batch.changes,
                 runs,
                 epoch=self.epoch,
-                tickets=batch.tickets,
+                tickets=stored_tickets,
                 tickets_expire_at=self._clock() + self.ticket_ttl,
             )
             stale = {
@@ -64,6 +69,15 @@ class GroupCommit:
                         new,
                     )
                     await self._reload_run(run.pk)
+        if self.local_tickets is not None and batch.tickets:
+            # Only the launches that survived the commit: a lost race dropped the rest.
+            launched = {launch.ti_pk for launch in batch.launches}
+            now = self._clock()
+            for ticket_hash, ti_pk, try_number in batch.tickets:
+                if ti_pk in launched:
+                    self.local_tickets.add(
+                        ticket_hash, ti_pk, try_number, expires_at=now + self.ticket_ttl, now=now
+                    )
         for ti_pk, try_number, reason, message in batch.notes:
             await self.store.note_queued(ti_pk, try_number, reason, message, epoch=self.epoch)
         for run in batch.finished_runs:

@@ -49,6 +49,7 @@ from leoflow.scheduler.config import (
 )
 from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.follow import StoreFollower
+from leoflow.scheduler.local_tickets import LocalTickets
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mapping import Expander
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
@@ -120,6 +121,10 @@ class Scheduler:
             run_ended=self._resolve_waiters,
             pools=config.pools,
         )
+        # The tickets of agents that can only reach this process: not the store's.
+        self.local_tickets = (
+            LocalTickets() if executor.uses_agent and executor.agents_dial_here else None
+        )
         self._commit = GroupCommit(
             store,
             self.book,
@@ -127,6 +132,7 @@ class Scheduler:
             ticket_ttl=config.ticket_ttl,
             clock=clock,
             reload_run=self._follower.reload_run,
+            local_tickets=self.local_tickets,
         )
         self._clears = ClearDesk(
             store,

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from leoflow.dagfile.loader import LoadedDag, parse_dag
 from leoflow.domain.states import RunState, TaskState
+from leoflow.protocol.agent_v1 import method_path, pb
 from leoflow.runtime.assembly import Runtime, open_runtime
 from leoflow.runtime.dagfolder import record_dag
 from leoflow.settings import load_settings
@@ -120,3 +123,42 @@ async def test_a_task_whose_agent_stops_heartbeating_is_failed_as_lost(runtime: 
     assert done.message is not None and done.message.startswith(
         "no heartbeat from the task's agent"
     )
+
+
+async def test_the_pool_agents_tickets_stay_out_of_the_store_and_work_once(
+    runtime: Any, tmp_path: Path
+) -> None:
+    # Lite's pool agent dials only this process: its tickets are kept in memory, with
+    # the store's rules. A replay or a forgery at the endpoint is refused as before.
+    rt = await runtime(
+        "dag_id: tickets\ntasks:\n  a: {command: 'true'}\n  b: {command: 'true', depends_on: [a]}\n"
+    )
+    issued: list[str] = []
+    launch = rt.executor.launch
+
+    async def capture(what: Any) -> None:
+        issued.append(what.ticket)
+        await launch(what)
+
+    rt.executor.launch = capture
+    row = await rt.scheduler.trigger("tickets")
+    final = await asyncio.wait_for(rt.scheduler.wait_run(row.pk), 30)
+    assert final.state is RunState.SUCCESS
+    assert len(issued) == 2 and all(issued)
+    with sqlite3.connect(tmp_path / "leoflow.db") as db:
+        assert db.execute("SELECT count(*) FROM tickets").fetchone() == (0,)
+
+    async with grpc.aio.insecure_channel(rt.executor.agent_endpoint) as channel:
+        exchange = channel.unary_unary(
+            method_path("Exchange"),
+            request_serializer=pb.ExchangeRequest.SerializeToString,
+            response_deserializer=pb.ExchangeResponse.FromString,
+        )
+        for ticket, code, said in (
+            (issued[0], grpc.StatusCode.PERMISSION_DENIED, "already used"),
+            ("forged-" + issued[1][7:], grpc.StatusCode.UNAUTHENTICATED, "unknown ticket"),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await exchange(pb.ExchangeRequest(ticket=ticket), timeout=10)
+            assert refused.value.code() is code
+            assert said in (refused.value.details() or "")
