@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.conftest import LEOFLOW, REPO
 
@@ -174,6 +175,36 @@ def test_sigterm_stops_leoflow_run_promptly_and_fails_its_run(
     ]
 
 
+def _run_three_tasks(
+    args: list[str], run_env: dict[str, str], tmp_path: Path, release: Path, err: Any
+) -> subprocess.Popen[bytes]:
+    """``leoflow run ARGS`` of a DAG of three tasks that wait for ``release``, once all
+    three run."""
+    dag = tmp_path / "three.yaml"
+    dag.write_text("dag_id: three\ntasks:\n" + _tasks(tmp_path, release))
+    proc = subprocess.Popen(
+        [LEOFLOW, "run", *args, str(dag)], env=run_env, cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=err,
+    )  # fmt: skip
+    try:
+        _wait(
+            lambda: all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
+            "three running tasks",
+        )
+    except BaseException:
+        proc.kill()
+        raise
+    return proc
+
+
+def _kill_9(proc: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    """SIGKILL to ``leoflow run``; until its tasks' process groups are gone too."""
+    pgids = _pgids(tmp_path)
+    proc.kill()
+    proc.wait(timeout=60)
+    _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone")
+
+
 def test_a_killed_leoflow_run_leaves_no_task_behind_even_one_that_ignores_sigterm(
     env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
@@ -184,8 +215,6 @@ def test_a_killed_leoflow_run_leaves_no_task_behind_even_one_that_ignores_sigter
     release = tmp_path / "release"
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
-    dag = tmp_path / "orphans.yaml"
-    dag.write_text("dag_id: orphans\ntasks:\n" + _tasks(tmp_path, release))
     run_env = {
         **env,
         "LEOFLOW_AGENT_KILL_GRACE": "1",
@@ -194,24 +223,14 @@ def test_a_killed_leoflow_run_leaves_no_task_behind_even_one_that_ignores_sigter
     }
     stderr = tmp_path / "stderr"
     with stderr.open("w") as err:
-        proc = subprocess.Popen(
-            [LEOFLOW, "run", str(dag)], env=run_env, cwd=REPO,
-            stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
+        proc = _run_three_tasks([], run_env, tmp_path, release, err)
     try:
-        _wait(
-            lambda: all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
-            "three running tasks",
-        )
-        pgids = _pgids(tmp_path)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         assert len(children) == 1, children  # the pool agent
         agent = int(children[0])
         assert _alive(agent)
         assert sorted(p.name.split("-")[1] for p in tmpdir.iterdir()) == ["agent", "run"]
-        proc.kill()
-        proc.wait(timeout=60)
-        _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone")
+        _kill_9(proc, tmp_path)
         _wait(lambda: not _alive(agent), "the pool agent to be gone", timeout=30)
         _wait(lambda: not list(tmpdir.iterdir()), "the run's directories to be gone", timeout=10)
     finally:
@@ -233,21 +252,11 @@ def test_what_a_killed_run_left_in_tmpdir_the_next_start_removes(
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     run_env = {**env, "TMPDIR": str(tmpdir)}
-    dag = tmp_path / "killed.yaml"
-    dag.write_text("dag_id: killed\ntasks:\n" + _tasks(tmp_path, release))
-    proc = subprocess.Popen(
-        [LEOFLOW, "run", "--executor", "subprocess", str(dag)], env=run_env, cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    proc = _run_three_tasks(
+        ["--executor", "subprocess"], run_env, tmp_path, release, subprocess.DEVNULL
+    )
     try:
-        _wait(
-            lambda: all((tmp_path / f"pid-{n}").exists() for n in ("a", "b", "stubborn")),
-            "three running tasks",
-        )
-        pgids = _pgids(tmp_path)
-        proc.kill()
-        proc.wait(timeout=60)
-        _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone")
+        _kill_9(proc, tmp_path)
     finally:
         release.touch()
         if proc.poll() is None:
