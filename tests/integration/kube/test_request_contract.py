@@ -6,7 +6,10 @@ per-task GET or LIST. Not timed: ``benchmarks/bench_pro_scale.py`` has the figur
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,7 +65,11 @@ async def run_contract_dag(
                 server.store.next_rv()  # a write elsewhere moves the global revision on
                 server.compact()
                 server.drop_watches(abrupt=True)  # no bookmark can follow the compaction
-            final = await stack.scheduler.wait_run(row.pk)
+            try:
+                async with asyncio.timeout(90):  # under pytest's 120 s, to say what hangs
+                    final = await stack.scheduler.wait_run(row.pk)
+            except TimeoutError:
+                raise AssertionError(await _stuck(store, row.pk, server, kubelet, stack)) from None
             assert final.state is RunState.SUCCESS, final
             tis = await store.list_task_instances(run_pk=row.pk)
             assert {t.state for t in tis} == {TaskState.SUCCESS}
@@ -77,6 +84,24 @@ async def run_contract_dag(
         await store.close()
     assert len(server.pod_names(TASK_NS)) == CHAINS * DEPTH
     return pod_requests(server)
+
+
+async def _stuck(
+    store: Store, run_pk: int, server: FakeApiServer, kubelet: FakeKubelet, stack: Any
+) -> str:
+    """What a run that did not end was waiting for, as far as each part can tell."""
+    tis = await store.list_task_instances(run_pk=run_pk)
+    states = Counter(t.state.value for t in tis)
+    pods = Counter(
+        (p.get("status") or {}).get("phase", "?") for p in server.store.objects("pods", TASK_NS)
+    )
+    cache = stack.executor.cache
+    return (
+        f"the run did not end in 90 s: task states {dict(states)}, pod phases {dict(pods)}, "
+        f"agents completed {kubelet.agents.completed} failed {kubelet.agents.failed[:3]}, "
+        f"pod cache synced {cache.synced if cache else None} with {len(cache or ())} pods, "
+        f"open watches {server.open_watches}, pod requests {pod_requests(server)}"
+    )
 
 
 async def test_one_list_one_watch_and_one_create_per_task(
