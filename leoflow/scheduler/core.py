@@ -290,13 +290,20 @@ class Scheduler:
 
     async def wait_run(self, run_pk: int) -> RunRow:
         """Wait until the run is terminal."""
-        if run_pk not in self.book.runs:
-            row = await self.store.get_run(run_pk)
-            if row is None:
-                raise KeyError(f"no run {run_pk}")
-            if row.state in RUN_TERMINAL:
-                return row
+        # Waiting before the store is read: a run that ends during the read still
+        # answers this waiter (registered after the read, it waited for ever).
         future = self._waiters.wait(run_pk)
+        if run_pk not in self.book.runs:
+            try:
+                row = await self.store.get_run(run_pk)
+            except BaseException:
+                self._waiters.forget(run_pk, future)
+                raise
+            if row is None or row.state in RUN_TERMINAL:
+                self._waiters.forget(run_pk, future)
+                if row is None:
+                    raise KeyError(f"no run {run_pk}")
+                return row
         loop_task = self._loop_task
         if loop_task is None:
             return await future

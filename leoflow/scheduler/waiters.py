@@ -21,6 +21,14 @@ class RunWaiters:
         self._waiting.setdefault(run_pk, []).append(future)
         return future
 
+    def forget(self, run_pk: int, future: asyncio.Future[RunRow]) -> None:
+        """``future`` waits no more (its caller had its answer elsewhere)."""
+        waiting = self._waiting.get(run_pk, [])
+        if future in waiting:
+            waiting.remove(future)
+        if not waiting:
+            self._waiting.pop(run_pk, None)
+
     def run_ended(self, run_pk: int) -> None:
         """The run is terminal in the store: its waiters get the committed row."""
         waiters = self._waiting.pop(run_pk, [])
