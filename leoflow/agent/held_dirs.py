@@ -33,6 +33,7 @@ _held: dict[str, int] = {}  # path -> the descriptor our lock is on
 
 
 def tmpdir() -> str:
+    """``TMPDIR``, else /tmp: the one writable path under a read-only root filesystem."""
     return os.environ.get("TMPDIR") or "/tmp"
 
 
@@ -52,13 +53,26 @@ def make(prefix: str, *, mode: int = 0o700) -> str:
     return path
 
 
+def scratch_dir(prefix: str) -> str:
+    """A Lite executor's directory for its tries' files: ``make`` with mode 0711 (a task
+    user reaches its own try's directory in it, and lists nothing), after a ``sweep`` of
+    what a kill -9 of an earlier Lite left (once a process, off the caller's thread)."""
+    sweep_in_background()
+    return make(prefix, mode=0o711)
+
+
+def _open_dir(path: str) -> int:
+    """A descriptor to lock ``path`` with: a directory, never through a link."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
 def hold(path: str) -> bool:
     """Hold ``path`` for this process (a shared lock; other holders may too). False when
     it cannot be opened or locked (gone, not a directory, a filesystem without locks)."""
     if path in _held:
         return True
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = _open_dir(path)
     except OSError:
         return False
     try:
@@ -111,7 +125,7 @@ def sweep(base: str | None = None, *, min_age: float = MIN_AGE) -> list[str]:
 
 def _remove_if_unheld(path: str) -> bool:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = _open_dir(path)
     except OSError:
         return False
     try:

@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 
+from leoflow.agent import held_dirs
 from leoflow.agent.environment import TaskUser
 
 OOM_MESSAGE = (
@@ -53,9 +54,7 @@ def own_program(argv: list[str]) -> list[str]:
 
 
 def reason_path() -> str:
-    # TMPDIR, else /tmp: the one writable path under a read-only root filesystem.
-    base = os.environ.get("TMPDIR") or "/tmp"
-    return os.path.join(base, f"leoflow-exit-reason-{os.getpid()}-{next(_REASONS)}")
+    return os.path.join(held_dirs.tmpdir(), f"leoflow-exit-reason-{os.getpid()}-{next(_REASONS)}")
 
 
 def take_reason(path: str) -> str:

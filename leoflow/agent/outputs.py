@@ -22,6 +22,7 @@ import os
 import stat
 from collections.abc import Mapping
 
+from leoflow.agent import held_dirs
 from leoflow.agent.environment import TaskUser
 from leoflow.agent.scratch import INPUTS, SCRATCH, remove_tree
 
@@ -44,7 +45,7 @@ def scratch_base() -> str:
     """Where tries' directories go: ``LEOFLOW_SCRATCH_DIR`` (Lite gives its pool agent a
     private one, removed whole when the agent ends, killed or not), else ``TMPDIR``,
     else ``/tmp``."""
-    return os.environ.get("LEOFLOW_SCRATCH_DIR") or os.environ.get("TMPDIR") or "/tmp"
+    return os.environ.get("LEOFLOW_SCRATCH_DIR") or held_dirs.tmpdir()
 
 
 class TaskFiles:

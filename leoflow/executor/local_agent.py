@@ -108,12 +108,10 @@ class LocalAgentExecutor:
         # long, the scheduler is gone and retrying longer helps nobody.
         env.setdefault("LEOFLOW_AGENT_CONNECT_TIMEOUT", "10")
         self._partial = b""
-        held_dirs.sweep_in_background()  # what a kill -9 of an earlier Lite left there
         # A private directory for this agent's tries' directories (see
         # ``agent.outputs``), removed whole once the agent has ended, however it ended.
-        # Mode 0711: a task user reaches its own try's directory in it, and lists nothing.
-        scratch = self.scratch = env["LEOFLOW_SCRATCH_DIR"] = held_dirs.make(
-            "leoflow-agent-", mode=0o711
+        scratch = self.scratch = env["LEOFLOW_SCRATCH_DIR"] = held_dirs.scratch_dir(
+            "leoflow-agent-"
         )
         try:
             self._process = await spawn_piped(

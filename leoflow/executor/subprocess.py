@@ -98,12 +98,10 @@ class SubprocessExecutor:
         self._report = report
         # Kills the children's groups if Lite dies (one process, not an exec a child).
         self._warden = Warden.start()
-        held_dirs.sweep_in_background()  # what a kill -9 of an earlier Lite left there
         # A private directory for the tries' files, so a kill -9 of Lite leaves one
         # directory that the next start removes (``held_dirs``), not one per try.
-        # Mode 0711: a task user reaches its own try's directory in it, and lists nothing.
         if not self._scratch:
-            self._scratch = held_dirs.make("leoflow-lite-", mode=0o711)
+            self._scratch = held_dirs.scratch_dir("leoflow-lite-")
 
     async def launch(self, launch: Launch) -> None:
         if self._report is None:
