@@ -101,6 +101,13 @@ class Channel:
     async def call(self, kind: str, message: Any, token: str | None, *, resend: bool = True) -> Any:
         return await self.submit(kind, message, token, resend=resend)
 
+    def connect_ahead(self) -> None:
+        """Open the connection now (in gRPC's background, without a stream), so the
+        first item's stream does not wait for it; a failure here costs nothing, the
+        first item's stream dials again."""
+        if not self._closed and self._abandoned is None:
+            self._grpc.get_state(try_to_connect=True)
+
     def abandon(self, why: str) -> None:
         """Nobody is left to answer (Lite, whose endpoint this is, died): fail what
         waits and whatever is sent from now on at once, instead of dialing a dead

@@ -9,7 +9,10 @@ reads JSON lines on stdin:
 
     {"op": "run", "key": "<ti_pk>:<try>", "ticket": "<ticket>"}
     {"op": "cancel", "key": "<ti_pk>:<try>", "reason": "<optional text>"}
+    {"op": "dial"}
 
+``dial`` (no key) opens the connection to the endpoint now, ahead of the first task:
+Lite sends it once its endpoint serves, so that task does not wait for the connect.
 A ``run`` with a key already running, and any line that is not one of these, is
 refused with a message on stderr (and an ``error`` event). ``cancel`` stops the
 command as a cancellation from the control plane would: SIGTERM to its process
@@ -318,6 +321,9 @@ async def _pool(settings: dict[str, Any], events: bool) -> int:
                 continue
             if not isinstance(op, dict):
                 refuse(None, f"stdin line {lineno}: not a JSON object")
+                continue
+            if op.get("op") == "dial":  # Lite's endpoint is up: connect ahead of the work
+                sup.channel.connect_ahead()
                 continue
             key = op.get("key")
             if not isinstance(key, str) or not key:

@@ -89,8 +89,12 @@ class LocalAgentExecutor:
         await self._ensure_agent()
 
     async def start(self, report: Report) -> None:
+        """The endpoint is serving by now: the agent may connect before its first task
+        comes, so that task does not wait for the connection and HTTP/2's handshake."""
         self._report = report
         await self._ensure_agent()
+        with contextlib.suppress(LaunchError):  # a dead agent: the first launch says so
+            await self._send({"op": "dial"})
 
     async def _ensure_agent(self) -> PipedChild:
         if self._process is not None and self._process.returncode is None:

@@ -293,6 +293,30 @@ async def test_pool_runs_twenty_tasks_concurrently_with_distinct_sessions(
     assert len(started_pids) == 20
 
 
+async def test_pool_dial_connects_before_any_task(plane: Plane, tmp_path: Path) -> None:
+    """Lite says "dial" once its endpoint serves: the agent's connection is then open
+    before the first task comes, not made on that task's time."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "s.sock"))
+    listener.listen(1)
+    listener.setblocking(False)
+    env = plane.agent_env(LEOFLOW_AGENT_ENDPOINT=f"unix:{tmp_path / 's.sock'}")
+    proc = await plane.agent("--pool", env=env, stdin=asyncio.subprocess.PIPE)
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(b'{"op": "dial"}\n')
+        await proc.stdin.drain()
+        loop = asyncio.get_running_loop()
+        conn, _ = await asyncio.wait_for(loop.sock_accept(listener), 30)
+        conn.close()
+    finally:
+        proc.stdin.close()
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        listener.close()
+    assert proc.returncode == 0, err
+    assert b"unknown op" not in err and b"no key" not in err
+
+
 async def test_pool_cancel_and_bad_lines(plane: Plane) -> None:
     ti = plane.ti(1, argv=[PY, "-c", "print('ready', flush=True); import time; time.sleep(60)"])
     proc = await plane.agent("--pool", env=plane.agent_env(), stdin=asyncio.subprocess.PIPE)
