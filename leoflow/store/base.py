@@ -289,6 +289,20 @@ class StoreBase:
             self._inserts[(stmt, keys)] = positional
         conn.exec_driver_sql(positional.sql, positional.rows(rows))
 
+    def _insert_one(
+        self, conn: Connection, stmt: sa.Insert, row: Mapping[str, Any]
+    ) -> sa.CursorResult[Any]:
+        """One row's INSERT as ``Positional`` SQL, kept per statement and set of keys.
+        The dialects' own INSERT (``_insert``: ON CONFLICT) has no cache key in
+        SQLAlchemy 2.0, so ``conn.execute`` compiled it again every time: ~0.1 ms of CPU
+        a run made."""
+        keys = tuple(row)
+        positional = self._inserts.get((stmt, keys))
+        if positional is None:
+            positional = Positional(stmt, conn.dialect, keys)
+            self._inserts[(stmt, keys)] = positional
+        return conn.exec_driver_sql(positional.sql, positional.rows([row])[0])
+
     def _insert(self, table: sa.Table) -> Any:
         """The dialect's INSERT, which has ``on_conflict_do_update``/``_do_nothing``."""
         if self._sqlite:

@@ -161,7 +161,8 @@ class RunRecords(StoreBase):
         def op(conn: Connection) -> tuple[int, str, list[TaskInstanceRow]]:
             for _ in range(draws):
                 chosen = run_id or generated_run_id(run_type, logical_date or at)
-                pk = conn.execute(self._insert_run, {**run_params, "run_id": chosen}).scalar()
+                row = {**run_params, "run_id": chosen}
+                pk = self._insert_one(conn, self._insert_run, row).scalar()
                 if pk is not None:
                     break
             else:  # ON CONFLICT DO NOTHING: the transaction is still good to go on

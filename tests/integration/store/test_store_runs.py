@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from leoflow.domain.states import IllegalTransition, RunState, TaskState
 from leoflow.store import RunExists, Store
@@ -43,6 +46,33 @@ async def test_duplicate_run_raises_and_writes_nothing(store: Store) -> None:
     assert len(await store.list_task_instances()) == 2
     # Same run id in another DAG is fine.
     await make_run(store, dag_id="other", tasks=1)
+
+
+async def test_making_runs_compiles_no_statement_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's INSERT ... ON CONFLICT has no SQLAlchemy cache key: it was compiled
+    again for every run made. Once the first run has made the SQL, the others reuse it."""
+    await make_run(store, run_id="first", tasks=3)
+    compiled: list[str] = []
+    original = SQLCompiler.__init__
+
+    def counting(self: SQLCompiler, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        compiled.append(self.string)
+
+    monkeypatch.setattr(SQLCompiler, "__init__", counting)
+    made = [await make_run(store, run_id=f"r{i}", tasks=3) for i in range(5)]
+    made.append(await store.create_run(
+        "dag", None, run_type="manual", logical_date=None, conf={}, tasks=seeds(2), epoch=None
+    ))  # fmt: skip
+    inserts = [sql for sql in compiled if sql.startswith("INSERT INTO dag_runs")]
+    assert inserts == []
+    assert len({run.pk for run in made}) == len(made)
+    for run in made:
+        assert await store.get_run(run.pk) == run
+    with pytest.raises(RunExists):
+        await make_run(store, run_id="r0", tasks=1)
 
 
 async def test_duplicate_task_ids_refused(store: Store) -> None:
