@@ -2,6 +2,8 @@
 
 - warm: LEOFLOW_HOME whose database is already at head (the common case)
 - fresh: a new LEOFLOW_HOME each run (creates and migrates the database)
+- floors: the bare interpreter, and the stack's imports alone (uvloop, grpc,
+  SQLAlchemy, PyYAML, protobuf, pydantic), timed between the warm runs
 
 For each executor it reports the median wall time of N whole processes
 (`python -m leoflow run`), and once, `python -X importtime` of the same command:
@@ -29,6 +31,15 @@ import time
 from pathlib import Path
 
 LEOFLOW = [sys.executable, "-m", "leoflow"]
+# What a one-task run cannot do without: the interpreter, and its stack's imports alone
+# (no Leoflow module, no work). Timed between the warm runs, so drift hits both alike.
+BARE = [sys.executable, "-c", "pass"]
+STACK = [
+    sys.executable,
+    "-c",
+    "import uvloop, grpc, grpc.aio, sqlite3, sqlalchemy, yaml, google.protobuf.message;"
+    " from pydantic import BaseModel, Field",
+]
 IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 
@@ -116,12 +127,19 @@ def main() -> None:
             cmd = [*LEOFLOW, "run", str(dag), "--executor", executor]
             warm_home = root / f"warm-{executor}"
             run_once(cmd, warm_home)  # creates the database; the timed runs find it at head
-            warm = [run_once(cmd, warm_home) for _ in range(args.repeat)]
+            warm, bare, stack = [], [], []
+            for _ in range(args.repeat):
+                warm.append(run_once(cmd, warm_home))
+                bare.append(run_once(BARE, warm_home))
+                stack.append(run_once(STACK, warm_home))
             fresh = [run_once(cmd, root / f"fresh-{executor}-{i}") for i in range(args.repeat)]
             results[executor] = {
                 "warm_median_s": round(statistics.median(t for t, _ in warm), 3),
                 "warm_runs_s": [round(t, 3) for t, _ in warm],
                 "warm_cpu_median_s": round(statistics.median(c for _, c in warm), 3),
+                # the same moments' interpreter alone, and the stack's imports alone
+                "floor_interpreter_median_s": round(statistics.median(t for t, _ in bare), 3),
+                "floor_stack_imports_median_s": round(statistics.median(t for t, _ in stack), 3),
                 "fresh_median_s": round(statistics.median(t for t, _ in fresh), 3),
                 "fresh_runs_s": [round(t, 3) for t, _ in fresh],
                 "fresh_cpu_median_s": round(statistics.median(c for _, c in fresh), 3),
