@@ -52,7 +52,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check leoflow tests benchmarks scripts
 	$(BIN)/ruff format --check leoflow tests benchmarks scripts
-	$(BIN)/mypy leoflow tests
+	$(BIN)/mypy leoflow tests benchmarks
 	$(BIN)/lint-imports
 
 ## Format and apply ruff's safe fixes (what `make lint` then checks).

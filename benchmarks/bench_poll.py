@@ -81,15 +81,14 @@ async def _round(
                 )
             epoch = await store.take_office("bench")
             scheduler = Scheduler(store, SubprocessExecutor(), SchedulerConfig(), epoch=epoch)
-            await scheduler._poll_store()  # the first read parses every spec once
+            await scheduler._poll.run()  # the first read parses every spec once
             await _settle(store)
-            await scheduler._poll_store()  # the poll after the probe can tell reads all
+            await scheduler._poll.run()  # the poll after the probe can tell reads all
             cpu0, wall0 = time.process_time(), time.perf_counter()
             for _ in range(polls):
-                await scheduler._poll_store()
+                await scheduler._poll.run()
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-            # (``book`` since the scheduler split; before it the DAGs were on the scheduler)
-            known = getattr(scheduler, "book", scheduler).dags
+            known = scheduler.book.dags
             assert len(known) == dags
             return {"cpu_ms": cpu / polls * 1000, "wall_ms": wall / polls * 1000}
         finally:

@@ -36,11 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import bench_pro_scale as bench
-
+from benchmarks import bench_pro_scale as bench
 from leoflow.domain.execution import TaskFinished
 from leoflow.kube.client import KubeClient
 from leoflow.kube.executor import KubernetesExecutor
