@@ -132,6 +132,8 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=500)
     args = parser.parse_args()
+    if args.runs < 1000:  # the deep pages are drawn from below the first 100 runs' pks
+        parser.error(f"--runs must be at least 1000, got {args.runs}")
 
     async with fresh_database("leoflow_bench_api", args.postgres_url) as url:
         out = await bench(url, args.runs, args.samples)

@@ -200,6 +200,8 @@ async def main() -> None:
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument("--runs", type=int, default=100_000)
     args = parser.parse_args()
+    if args.runs < 1000:  # the deep pages are drawn from below the first 100 runs' pks
+        parser.error(f"--runs must be at least 1000, got {args.runs}")
 
     from tests.support.postgres import start_postgres
 
