@@ -85,7 +85,9 @@ class Positional:
         dialect: sa.Dialect,
         column_keys: Sequence[str] | None = None,
     ) -> None:
-        """``column_keys``: an INSERT's columns (its rows' keys), as ``compile`` takes them."""
+        """``column_keys``: an INSERT's columns (its rows' keys), as ``compile`` takes them;
+        any other parameter is a value of the statement's own (an upsert's ``SET active
+        = true``) and is sent as it is there."""
         compiled: Any = stmt.compile(
             dialect=dialect, column_keys=None if column_keys is None else list(column_keys)
         )
@@ -94,9 +96,12 @@ class Positional:
         self.sql: str = compiled.string
         names = list(compiled.positiontup)
         processors = [compiled.binds[name].type.bind_processor(dialect) for name in names]
+        own = {}
+        if column_keys is not None:
+            own = {n: compiled.binds[n].effective_value for n in names if n not in column_keys}
         # A row's values in order come from one C call; only the few with a bind
         # processor (dates on SQLite) then go through Python, by position.
-        self._take = _taker(names)
+        self._take = _taker(names) if not own else _taker_with(names, own)
         self._process = tuple((i, p) for i, p in enumerate(processors) if p is not None)
 
     def rows(self, params: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
@@ -121,6 +126,13 @@ def _taker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...
         (name,) = names
         return lambda row: (row[name],)
     return operator.itemgetter(*names)
+
+
+def _taker_with(
+    names: Sequence[str], own: Mapping[str, Any]
+) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """``_taker``, with the statement's own values for the names in ``own``."""
+    return lambda row: tuple(own[n] if n in own else row[n] for n in names)
 
 
 class Expanded:

@@ -85,7 +85,7 @@ class DagRecords(StoreBase):
         }
 
         def op(conn: Connection) -> bool:
-            return conn.execute(self._upsert_dag, params).first() is not None
+            return self._insert_one(conn, self._upsert_dag, params).first() is not None
 
         return await self._write(op, None)
 
@@ -154,10 +154,8 @@ class DagRecords(StoreBase):
             if error is None:
                 conn.execute(sa.delete(dag_import_errors).where(_err.fileloc == fileloc))
             else:
-                conn.execute(
-                    self._upsert_dag_error,
-                    {"fileloc": fileloc, "error": error, "updated_at": now()},
-                )
+                row = {"fileloc": fileloc, "error": error, "updated_at": now()}
+                self._insert_one(conn, self._upsert_dag_error, row)
 
         await self._write(op, None)
 

@@ -27,7 +27,7 @@ class PoolRecords(StoreBase):
         params = {"name": name, "slots": slots, "description": description, "updated_at": now()}
 
         def op(conn: Connection) -> None:
-            conn.execute(self._upsert_pool, params)
+            self._insert_one(conn, self._upsert_pool, params)
 
         await self._write(op, None)
 

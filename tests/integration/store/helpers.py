@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from sqlalchemy.sql.compiler import SQLCompiler
+
 from leoflow.store import RunRow, Store, TaskSeed
+
+
+def compiled_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL of every statement SQLAlchemy compiles from now on (a statement it
+    found in its cache, or that the store keeps compiled, is not in it)."""
+    compiled: list[str] = []
+    original = SQLCompiler.__init__
+
+    def counting(self: SQLCompiler, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        compiled.append(self.string)
+
+    monkeypatch.setattr(SQLCompiler, "__init__", counting)
+    return compiled
 
 
 def seeds(count: int, *, pool: str = "default_pool") -> list[TaskSeed]:

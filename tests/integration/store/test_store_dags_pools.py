@@ -2,7 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from leoflow.store import Store
+
+from .helpers import compiled_statements
 
 
 async def test_upsert_dag_reports_inserted_and_changed(store: Store) -> None:
@@ -91,3 +95,32 @@ async def test_pools(store: Store) -> None:
     assert await store.delete_pool("api") is True
     assert await store.delete_pool("api") is False
     assert [p.name for p in await store.list_pools()] == ["warehouse"]
+
+
+async def test_upserts_compile_no_statement_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dialects' INSERT ... ON CONFLICT DO UPDATE has no SQLAlchemy cache key: a
+    DAG folder of 1,000 files compiled the DAG upsert 1,000 times at each start. After
+    the first of each, none is compiled again, and each still does what it did."""
+    kwargs: dict[str, Any] = {"spec_json": "{}", "spec_hash": "h", "source": None}
+    await store.upsert_dag("first", fileloc="/dags/first.yaml", **kwargs)
+    await store.set_dag_error("/dags/broken0.yaml", "bad")
+    await store.upsert_pool("p0", 1)
+    compiled = compiled_statements(monkeypatch)
+    for i in range(4):
+        assert await store.upsert_dag(f"d{i}", fileloc=f"/dags/d{i}.yaml", **kwargs) is True
+        assert await store.upsert_dag(f"d{i}", fileloc=f"/dags/d{i}.yaml", **kwargs) is False
+        await store.set_dag_error(f"/dags/broken{i}.yaml", f"error {i}")
+        await store.upsert_pool(f"p{i}", i + 1, f"pool {i}")
+    await store.set_dag_error("/dags/broken0.yaml", "still bad")
+    upserts = [sql for sql in compiled if sql.startswith("INSERT INTO")]
+    assert upserts == []
+    await store.deactivate_dags_except(["first"])
+    assert await store.upsert_dag("d0", fileloc="/dags/d0.yaml", **kwargs) is True  # re-activated
+    row = await store.get_dag("d0")
+    assert row is not None and row.active and row.fileloc == "/dags/d0.yaml"
+    errors = dict(await store.list_dag_errors())
+    assert errors["/dags/broken0.yaml"] == "still bad" and errors["/dags/broken3.yaml"] == "error 3"
+    pools = {p.name: (p.slots, p.description) for p in await store.list_pools()}
+    assert pools["p0"] == (1, "pool 0") and pools["p3"] == (4, "pool 3")

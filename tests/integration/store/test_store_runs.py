@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from sqlalchemy.sql.compiler import SQLCompiler
 
 from leoflow.domain.states import IllegalTransition, RunState, TaskState
 from leoflow.store import RunExists, Store
 
-from .helpers import make_run, seeds
+from .helpers import compiled_statements, make_run, seeds
 
 
 async def test_create_run_with_its_task_instances(store: Store) -> None:
@@ -54,14 +51,7 @@ async def test_making_runs_compiles_no_statement_again(
     """The run's INSERT ... ON CONFLICT has no SQLAlchemy cache key: it was compiled
     again for every run made. Once the first run has made the SQL, the others reuse it."""
     await make_run(store, run_id="first", tasks=3)
-    compiled: list[str] = []
-    original = SQLCompiler.__init__
-
-    def counting(self: SQLCompiler, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        compiled.append(self.string)
-
-    monkeypatch.setattr(SQLCompiler, "__init__", counting)
+    compiled = compiled_statements(monkeypatch)
     made = [await make_run(store, run_id=f"r{i}", tasks=3) for i in range(5)]
     made.append(await store.create_run(
         "dag", None, run_type="manual", logical_date=None, conf={}, tasks=seeds(2), epoch=None
