@@ -4,7 +4,6 @@ of them, signal forwarding and the OOM counter's window."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import socket
@@ -17,6 +16,7 @@ from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import TaskUser
 from leoflow.agent.outcome import warn
 from leoflow.agent.warden import Warden
+from leoflow.aio.waits import wait_set
 from leoflow.protocol.agent_v1 import pb
 
 if TYPE_CHECKING:
@@ -143,15 +143,12 @@ class Heartbeats:
                     due = self._due[run] = now + run.heartbeat_interval
                 next_due = min(next_due, due)
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, next_due - now))
+            await wait_set(self._wake, max(0.0, next_due - now))
 
     async def _beat(self, run: TaskRun) -> None:
         try:
-            response = await asyncio.wait_for(
-                self._channel.call("heartbeat", pb.HeartbeatRequest(), run.token),
-                max(5.0, 2 * run.heartbeat_interval),
-            )
+            async with asyncio.timeout(max(5.0, 2 * run.heartbeat_interval)):
+                response = await self._channel.call("heartbeat", pb.HeartbeatRequest(), run.token)
         except Refused as exc:
             if exc.code.name in ("PERMISSION_DENIED", "UNAUTHENTICATED"):
                 run.cancel(f"the control plane refused the heartbeat: {exc.details}")

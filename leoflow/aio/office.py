@@ -53,7 +53,8 @@ async def renew_until_lost(
     while True:
         await asyncio.sleep(retry_period)
         try:
-            ok = await asyncio.wait_for(attempt(), max(0.01, last + renew_deadline - clock()))
+            async with asyncio.timeout(max(0.01, last + renew_deadline - clock())):
+                ok = await attempt()
         except TimeoutError:
             ok = False
         if ok:

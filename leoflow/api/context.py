@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -12,6 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from leoflow.aio.waits import wait_set
 from leoflow.api.auth import Auth
 from leoflow.settings import Settings
 from leoflow.store import Store
@@ -39,10 +39,7 @@ class ApiContext:
 
     async def pause(self, seconds: float) -> bool:
         """Wait ``seconds``, or less if the server starts shutting down; True if it has."""
-        if not self.closing.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.closing.wait(), seconds)
-        return self.closing.is_set()
+        return await wait_set(self.closing, seconds)
 
     def changed(self) -> None:
         """A write went to the store: let an in-process scheduler (Lite) wake now."""

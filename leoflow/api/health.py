@@ -28,7 +28,8 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Health, responses={503: {"model": ErrorOut}})
 async def readyz(ctx: Ctx) -> JSONResponse:
     try:
-        await asyncio.wait_for(ctx.store.current_epoch(), READY_TIMEOUT)
+        async with asyncio.timeout(READY_TIMEOUT):
+            await ctx.store.current_epoch()
     except Exception as exc:  # any failure to reach the store means not ready
         return JSONResponse(
             {"detail": f"store unreachable: {type(exc).__name__}: {exc}"}, status_code=503

@@ -111,7 +111,8 @@ class RunningApi:
             ctx.closing.set()
         self.server.should_exit = True
         try:
-            await asyncio.wait_for(asyncio.shield(self.task), GRACEFUL_SHUTDOWN + 2)
+            async with asyncio.timeout(GRACEFUL_SHUTDOWN + 2):
+                await asyncio.shield(self.task)
         except TimeoutError:
             self.server.force_exit = True
             self.task.cancel()

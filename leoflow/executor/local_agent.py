@@ -145,7 +145,8 @@ class LocalAgentExecutor:
     async def _watch_agent(self, process: PipedChild, scratch: str) -> None:
         code = await process.wait()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(process.output_closed(), 5)
+            async with asyncio.timeout(5):
+                await process.output_closed()
         if not self._stopping:
             log.error("the Lite agent exited unexpectedly with code %s", code)
         lost = list(self._inflight.items())
@@ -275,7 +276,8 @@ class LocalAgentExecutor:
             os.kill(process.pid, signal.SIGTERM)
         process.close_stdin()
         try:
-            await asyncio.wait_for(process.wait(), STOP_GRACE)
+            async with asyncio.timeout(STOP_GRACE):
+                await process.wait()
         except TimeoutError:
             for pid in list(self._pgids.values()):
                 with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -140,7 +140,8 @@ class SubprocessExecutor:
         timed_out = False
 
         try:
-            await asyncio.wait_for(process.wait(), launch.spec.timeout)
+            async with asyncio.timeout(launch.spec.timeout):
+                await process.wait()
         except TimeoutError:
             timed_out = True
             await self._kill_group(process)
@@ -148,13 +149,15 @@ class SubprocessExecutor:
             if process.returncode is None:  # cancelled: the executor is stopping
                 await self._kill_group(process)
             try:
-                await asyncio.wait_for(process.output_closed(), OUTPUT_GRACE)
+                async with asyncio.timeout(OUTPUT_GRACE):
+                    await process.output_closed()
             except TimeoutError:
                 # The command exited but left processes holding its output open.
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(process.output_closed(), 5)
+                    async with asyncio.timeout(5):
+                        await process.output_closed()
             if self._warden is not None:
                 self._warden.forget(process.pid)
             self._children.pop((launch.ti_pk, launch.try_number), None)
@@ -187,7 +190,8 @@ class SubprocessExecutor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, sig)
             try:
-                await asyncio.wait_for(process.wait(), self._kill_grace)
+                async with asyncio.timeout(self._kill_grace):
+                    await process.wait()
                 return
             except TimeoutError:
                 continue

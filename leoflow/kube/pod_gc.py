@@ -7,11 +7,11 @@ delete the apiserver does not answer is tried again later, still once at most.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from leoflow.aio.waits import wait_set
 from leoflow.kube.records import PodRecord, parse_time
 
 # GC tries a pod again every GC_RETRY seconds until the apiserver answers.
@@ -69,5 +69,4 @@ class PodGc:
                     retry = self._clock() + min(GC_RETRY, max(self.gc_age, 1.0))
                     heapq.heappush(self._heap, (retry, uid, name))
             wait = self._heap[0][0] - self._clock() if self._heap else None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait)
+            await wait_set(self._wakeup, wait)

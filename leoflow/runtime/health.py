@@ -32,9 +32,12 @@ async def serve_health(listen: str, ready: Check) -> Callable[[], Awaitable[None
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
+            async with asyncio.timeout(5):
+                request = await reader.readline()
+            while True:
+                async with asyncio.timeout(5):
+                    if await reader.readline() in (b"\r\n", b"\n", b""):
+                        break
         except (TimeoutError, ConnectionError, asyncio.LimitOverrunError, ValueError):
             writer.close()
             return

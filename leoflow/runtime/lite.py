@@ -5,7 +5,6 @@ folder, creates cron runs and keeps going when a file breaks."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import time
@@ -13,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from leoflow.aio.waits import wait_set
 from leoflow.dagfile.loader import DagFileError, LoadedDag, Problem, load_options
 from leoflow.dbt.project import expander
 from leoflow.domain.dag import DEFAULT_POOL
@@ -155,8 +155,7 @@ async def serve(
             f"{settings.resolved_database_url}; Ctrl-C stops"
         )
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), settings.scheduler_poll_interval)
+            await wait_set(stop, settings.scheduler_poll_interval)
             if runtime.scheduler.failure is not None:
                 raise runtime.scheduler.failure
             if runtime.lease is not None and runtime.lease.lost:

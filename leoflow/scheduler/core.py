@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Unpack
 
+from leoflow.aio.waits import wait_set
 from leoflow.domain.admission import Admission
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.execution import (
@@ -341,8 +342,7 @@ class Scheduler:
                 now = self._clock()
                 timeout = self._timers.next_deadline(now, self.config.poll_interval) - now
                 if timeout > 0 and not self._events and not self._stepped.pending:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wakeup.wait(), timeout)
+                    await wait_set(self._wakeup, timeout)
                 self._wakeup.clear()
                 await self._tick()
         except StaleEpoch as exc:

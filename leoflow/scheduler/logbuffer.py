@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 
+from leoflow.aio.waits import wait_set
 from leoflow.store import Store, StoreError
 
 log = logging.getLogger("leoflow.scheduler.logs")
@@ -58,7 +59,8 @@ class LogBuffer:
                     # Stopping: a write in the database's hands may still commit. Give
                     # it a moment, so the final flush does not write its output twice.
                     with contextlib.suppress(Exception, asyncio.CancelledError):
-                        await asyncio.wait_for(write, CANCEL_WAIT)
+                        async with asyncio.timeout(CANCEL_WAIT):
+                            await write
                     if write.done() and not write.cancelled() and write.exception() is None:
                         self._taken(key, count, len(data))
                     raise
@@ -74,8 +76,7 @@ class LogBuffer:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self._interval)
+            await wait_set(self._kick, self._interval)
             self._kick.clear()
             try:
                 await self.flush()

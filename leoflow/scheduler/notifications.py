@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from leoflow.aio.waits import wait_set
 from leoflow.domain.notify import Notification, NotifyEvent, NotifyRule, payload, rules_for
 from leoflow.domain.states import RunState, TaskState
 from leoflow.scheduler.instruments import counter
@@ -161,8 +162,7 @@ class Notifications:
         """Give queued deliveries up to ``grace`` seconds (``leoflow run`` ends right
         after its run's last event), then drop the rest."""
         if self._workers and self.pending:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), grace)
+            await wait_set(self._idle, grace)
         if self.pending:
             log.warning("stopping: %d notification(s) not delivered", self.pending)
         for worker in self._workers:

@@ -146,7 +146,8 @@ class ChangeListener:
 
         made: list[asyncpg.Connection] = []
         try:
-            conn = await asyncio.wait_for(asyncpg.connect(**self._connect_kwargs), CONNECT_TIMEOUT)
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                conn = await asyncpg.connect(**self._connect_kwargs)
             made.append(conn)
             conn.add_termination_listener(self._terminated)
             await conn.add_listener(CHANNEL, self._notified)
@@ -182,7 +183,8 @@ class ChangeListener:
         conn = self._conn
         try:
             if conn is not None:
-                await asyncio.wait_for(conn.fetchval("SELECT 1"), PING_TIMEOUT)
+                async with asyncio.timeout(PING_TIMEOUT):
+                    await conn.fetchval("SELECT 1")
                 self._checked_at = time.monotonic()
         except Exception as exc:
             log.warning("change listener: the connection does not answer (%s)", exc)
