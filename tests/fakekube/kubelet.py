@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from leoflow.aio.waits import wait_set
+
 from .agents import SimulatedAgents
 from .objects import now
 from .registry import PODS
@@ -331,8 +333,7 @@ class FakeKubelet:
     ) -> list[tuple[int, str, str]]:
         for c in containers:
             self.server.store.append_log(run.namespace, run.name, c["name"], outcome.log)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.terminating.wait(), timeout=outcome.after)
+        await wait_set(run.terminating, outcome.after)
         if run.terminating.is_set():
             # A scripted container honours SIGTERM at once: 128 + 15.
             return [(143, "Error", "") for _ in containers]
@@ -403,7 +404,8 @@ class FakeKubelet:
             if not waiting.done():
                 self._kill(run, signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(asyncio.shield(waiting), timeout=run.grace)
+                    async with asyncio.timeout(run.grace):
+                        await asyncio.shield(waiting)
                 except TimeoutError:
                     self._kill(run, signal.SIGKILL)
                     await waiting

@@ -122,7 +122,8 @@ async def next_lines(
 ) -> list[bytes] | None:
     """Wait up to ``wait`` seconds for events; [] on a quiet period, None when stopped."""
     try:
-        event = await asyncio.wait_for(sub.queue.get(), timeout=wait)
+        async with asyncio.timeout(wait):
+            event = await sub.queue.get()
     except TimeoutError:
         return [encode("BOOKMARK", bookmark_object(req.rt, store.rv))] if req.bookmarks else []
     if event is None:
