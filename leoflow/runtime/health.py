@@ -14,6 +14,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 Check = Callable[[], Awaitable[bool]]
 
+# Seconds a client has to send its request line and headers (each line is at most
+# the stream's 64 KiB limit).
+HEAD_TIMEOUT = 5.0
+
 
 async def _respond(writer: asyncio.StreamWriter, status: str, body: bytes, ctype: str) -> None:
     head = (
@@ -32,12 +36,12 @@ async def serve_health(listen: str, ready: Check) -> Callable[[], Awaitable[None
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            async with asyncio.timeout(5):
+            # One bound for the whole head: a client that drips header lines, each
+            # in time, must not hold the connection open for ever.
+            async with asyncio.timeout(HEAD_TIMEOUT):
                 request = await reader.readline()
-            while True:
-                async with asyncio.timeout(5):
-                    if await reader.readline() in (b"\r\n", b"\n", b""):
-                        break
+                while await reader.readline() not in (b"\r\n", b"\n", b""):
+                    pass
         except (TimeoutError, ConnectionError, asyncio.LimitOverrunError, ValueError):
             writer.close()
             return

@@ -11,7 +11,6 @@ import http.server
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ from playwright import sync_api as playwright_sync
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import LEOFLOW, REPO
+from tests.support.net import free_port
 
 CHROMIUM = shutil.which("chromium")
 ARGS = [
@@ -38,12 +38,6 @@ ARGS = [
 SHOTS = Path("/tmp/ui-shots")
 TOKENS = {"viewer": "ui-viewer-token-1", "operator": "ui-operator-token-2"}
 WAIT = 90_000  # ms: generous, the machine may be loaded
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str, token: str | None = None) -> Any:
@@ -69,7 +63,7 @@ class Lite:
         self, env: dict[str, str], tmp_path: Path, extra: dict[str, str], dags: str
     ) -> None:
         self.dags = dags
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {
             **env,

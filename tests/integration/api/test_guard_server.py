@@ -15,7 +15,8 @@ import httpx
 
 from leoflow.store import Store
 from tests.integration.api.conftest import DAG_YAML, make_settings, put_dag
-from tests.integration.api.test_server import _api_process, _free_port, start_lite, tokens_file
+from tests.integration.api.test_server import _api_process, start_lite, tokens_file
+from tests.support.net import free_port
 
 MB = 1024 * 1024
 HUGE = 200 * MB
@@ -157,7 +158,7 @@ def _peak_rss(pid: int) -> int:
 
 
 async def test_leoflow_api_refuses_200_mb_bodies_without_holding_them(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         "LEOFLOW_HOME": str(tmp_path),
         "LEOFLOW_API_LISTEN": f"127.0.0.1:{port}",

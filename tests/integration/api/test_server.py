@@ -8,7 +8,6 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from leoflow.domain.states import TaskState
 from leoflow.store import Store
 from tests.integration.api.conftest import auth_header, make_auth, make_settings, put_dag
 from tests.integration.api.seed import move, seed
+from tests.support.net import free_port
 
 
 def tokens_file(path: Path, **tokens: tuple[str, str]) -> Path:
@@ -117,12 +117,6 @@ def test_leoflow_api_refuses_to_start_without_tokens(
     assert "LEOFLOW_API_TOKENS_FILE" in err and "sha256sum" in err
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _api_process(env: dict[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
@@ -138,7 +132,7 @@ async def _api_process(env: dict[str, str]) -> asyncio.subprocess.Process:
 async def test_leoflow_api_process_checks_the_schema_serves_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         "LEOFLOW_HOME": str(tmp_path),
         "LEOFLOW_API_LISTEN": f"127.0.0.1:{port}",
