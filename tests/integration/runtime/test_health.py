@@ -57,8 +57,11 @@ async def test_a_client_dripping_header_lines_is_cut_off_at_the_heads_bound(
 
     dripping = asyncio.create_task(drip())
     try:
-        answer = await asyncio.wait_for(reader.read(), 30)
-        assert answer == b""
+        try:
+            answer = await asyncio.wait_for(reader.read(), 30)
+        except ConnectionResetError:  # closed with our unread lines in its buffer: a reset
+            answer = b""
+        assert answer == b""  # closed, and nothing was answered
         assert not dripping.done()  # cut off while the client still had lines to send
     finally:
         dripping.cancel()
