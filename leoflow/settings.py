@@ -143,6 +143,9 @@ class Settings(BaseModel):
     # exponentially with jitter up to kube_retry_cap seconds apart.
     kube_outage_window: float = Field(600.0, gt=0)
     kube_retry_cap: float = Field(10.0, gt=0)
+    # How long a stopping executor waits for the pod deletes it has promised (a pod that
+    # could not start, a cancelled try) before it gives up on them.
+    kube_stop_timeout: float = Field(10.0, ge=0, le=3600)
     # A watch that brings nothing, not even a bookmark (the apiserver sends one about
     # every 60 s), for this long is dead: restarted, and the pod cache not synced meanwhile.
     kube_watch_silence: float = Field(120.0, gt=0)

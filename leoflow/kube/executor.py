@@ -147,13 +147,14 @@ class KubernetesExecutor:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
-        tasks: list[asyncio.Task[object]] = [*self._tasks, *self._deletes]
+        loops: list[asyncio.Task[None]] = self._tasks
         self._tasks = []
-        for task in tasks:
+        for task in loops:
             task.cancel()
-        for task in tasks:
+        for task in loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self._finish_deletes()
         if self.cache is not None:
             await self.cache.stop()
         if self.client is not None and self._own_client:
@@ -365,6 +366,34 @@ class KubernetesExecutor:
                 self._spawn_delete(record.name, grace=0, uid=record.uid)
 
     # ---- deletes ---------------------------------------------------------------------------
+
+    async def _finish_deletes(self) -> None:
+        """Send the deletes promised in reports ("...; the pod was deleted") before the
+        client closes: a ``leoflow run`` ends right after such a report, and a delete
+        cancelled then is never sent, leaving the pod Pending for good. Bounded by
+        ``kube_stop_timeout``; whatever is still unanswered then is named in the log."""
+        pending = set(self._deletes)
+        if not pending:
+            return
+        timeout = self.settings.kube_stop_timeout
+        done, left = await asyncio.wait(pending, timeout=timeout)
+        for task in left:
+            task.cancel()
+        for task in (*done, *left):
+            with contextlib.suppress(asyncio.CancelledError):
+                try:
+                    await task
+                except Exception:
+                    log.exception("a pod delete failed while the executor stopped")
+        if left:
+            log.error(
+                "%d pod deletes were not answered within kube_stop_timeout %s; "
+                "delete them by hand: kubectl -n %s get pods -l app.kubernetes.io/managed-by="
+                "leoflow --field-selector=status.phase=Pending",
+                len(left),
+                fmt_seconds(timeout),
+                self.settings.task_namespace,
+            )
 
     async def _gc_delete(self, name: str, uid: str) -> bool | None:
         return await self._writes.delete(name, uid=uid, component="gc")

@@ -22,8 +22,40 @@ OOM_MESSAGE = (
     "DuckDB, set that budget too, because it sizes itself from detected RAM and may not see "
     "the container's limit."
 )
-IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
-CONFIG_ERROR_REASONS = frozenset({"CreateContainerConfigError"})
+# Every waiting reason with which kubelet says a container will not start without a
+# change from outside (pkg/kubelet/images/types.go, pkg/kubelet/container/sync_result.go).
+# Kubelet keeps retrying them, but the try would only wait out pod_pending_timeout: the
+# image is missing, unpullable or named wrong; the container's config, create or start
+# is refused. "ContainerCreating" and "PodInitializing" are the normal waits, not these.
+IMAGE_PULL_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "ImageInspectError",
+        "RegistryUnavailable",
+        "SignatureValidationFailed",
+    }
+)
+CONFIG_ERROR_REASONS = frozenset(
+    {
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "PreCreateHookError",
+        "PreStartHookError",
+        "PostStartHookError",
+    }
+)
+_IMAGE_HINTS = {
+    "ErrImageNeverPull": (
+        " The pod's imagePullPolicy is Never (set by the DAG's settings, an admission "
+        "policy or a mutating webhook), so the node never pulls: preload the image on the "
+        "nodes or let the policy allow pulls."
+    ),
+    "InvalidImageName": " The image reference is malformed: check the task's `image`.",
+}
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Exit codes of ``leoflow agent`` itself (leoflow/agent/cli.py), not of the task.
 AGENT_EXIT_CODES = {
@@ -186,13 +218,14 @@ def terminal_outcome(record: PodRecord) -> Outcome:
 
 def waiting_outcome(record: PodRecord) -> Outcome | None:
     """A Pending pod that will never start by itself: image pull or config error."""
-    reason = record.waiting_reason
+    reason = record.waiting_reason or ""
     if reason in IMAGE_PULL_REASONS:
         msg = f": {record.waiting_message}" if record.waiting_message else ""
         return Outcome(
             EndReason.IMAGE_PULL,
             None,
-            f"the task's image could not be pulled ({reason}{msg}); the pod was deleted",
+            f"the task's image could not be pulled ({reason}{msg}); the pod was deleted."
+            f"{_IMAGE_HINTS.get(reason, '')}",
         )
     if reason in CONFIG_ERROR_REASONS:
         text = record.waiting_message or ""
@@ -203,10 +236,11 @@ def waiting_outcome(record: PodRecord) -> Outcome | None:
                 "root: make the image's final USER numeric (e.g. USER 65532), or turn off "
                 "taskPodSecurity.runAsNonRoot."
             )
+        verb = "created" if reason.startswith("Create") else "started"
         return Outcome(
             EndReason.LAUNCH_FAILED,
             None,
-            f"the task's container could not be created ({reason}: {text}); the pod was "
+            f"the task's container could not be {verb} ({reason}: {text}); the pod was "
             f"deleted.{hint}",
         )
     return None

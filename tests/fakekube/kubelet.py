@@ -46,6 +46,7 @@ class Outcome:
     exit_code: int = 0
     log: str = ""
     message: str = ""
+    reason: str = ""
 
     @classmethod
     def succeed(cls, after: float = 0.0, log: str = "") -> Outcome:
@@ -73,7 +74,14 @@ class Outcome:
     @classmethod
     def image_pull_backoff(cls) -> Outcome:
         """Stays Pending with the container waiting in ImagePullBackOff."""
-        return cls("image_pull_backoff")
+        return cls.waiting("ImagePullBackOff")
+
+    @classmethod
+    def waiting(cls, reason: str, message: str = "") -> Outcome:
+        """Stays Pending with the container waiting for ``reason``, as a kubelet reports
+        a container it cannot pull, create or start (``ErrImageNeverPull``,
+        ``CreateContainerError`` ...). ``message`` defaults to the kubelet's wording."""
+        return cls("waiting", message=message or _KUBELET_MESSAGES.get(reason, ""), reason=reason)
 
     @classmethod
     def never_start(cls) -> Outcome:
@@ -90,6 +98,30 @@ class Outcome:
         """Speak the pod agent's part over gRPC in this process (``agents.py``), then
         exit as the agent does: 0 when its Complete was accepted."""
         return cls("agent")
+
+
+# What kubelet (pkg/kubelet/images, kuberuntime) says beside each waiting reason; the
+# image name is filled in per container.
+_KUBELET_MESSAGES = {
+    "ImagePullBackOff": 'Back-off pulling image "{image}"',
+    "ErrImagePull": (
+        'failed to pull and unpack image "{image}": failed to resolve reference "{image}": '
+        "not found"
+    ),
+    "ErrImageNeverPull": 'Container image "{image}" is not present with pull policy of Never',
+    "InvalidImageName": (
+        'Failed to apply default image tag "{image}": couldn\'t parse image reference '
+        '"{image}": invalid reference format'
+    ),
+    "CreateContainerConfigError": 'secret "warehouse" not found',
+    "CreateContainerError": (
+        "failed to generate container spec: failed to apply OCI options: no such file or directory"
+    ),
+    "RunContainerError": (
+        "failed to start container: OCI runtime create failed: runc create failed: "
+        'exec: "/app/run": permission denied'
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -296,7 +328,7 @@ class FakeKubelet:
                     registry.bind(run.namespace, run.name, self.node_name)
                 except ApiError:
                     return
-            if outcome.kind in ("never_start", "image_pull_backoff"):
+            if outcome.kind in ("never_start", "waiting"):
                 self._status(run, lambda s: self._waiting(s, containers, outcome))
                 await run.terminating.wait()
                 self._finish_deletion(run)
@@ -428,7 +460,7 @@ class FakeKubelet:
         unready = f"containers with unready status: [{' '.join(names)}]"
         _set_conditions(
             status,
-            _condition("PodReadyToStartContainers", outcome.kind == "image_pull_backoff"),
+            _condition("PodReadyToStartContainers", outcome.kind == "waiting"),
             _condition("Initialized", True),
             _condition("Ready", False, "ContainersNotReady", unready),
             _condition("ContainersReady", False, "ContainersNotReady", unready),
@@ -438,10 +470,10 @@ class FakeKubelet:
         status["startTime"] = now()
         statuses = []
         for c in containers:
-            if outcome.kind == "image_pull_backoff":
+            if outcome.kind == "waiting":
                 waiting = {
-                    "reason": "ImagePullBackOff",
-                    "message": f'Back-off pulling image "{c.get("image", "")}"',
+                    "reason": outcome.reason,
+                    "message": outcome.message.replace("{image}", c.get("image", "")),
                 }
             else:
                 waiting = {"reason": "ContainerCreating"}
