@@ -18,7 +18,7 @@ from leoflow.dagfile.loader import LoadedDag, LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.runtime.lite import run_dag
 from leoflow.settings import load_settings
-from tests.fakekube import FakeApiServer, FakeKubelet
+from tests.fakekube import FakeApiServer, FakeKubelet, Outcome
 
 from .conftest import TASK_NS
 
@@ -97,11 +97,9 @@ async def test_dag_runs_through_pods_and_real_agents(
 
 
 @pytest.mark.timeout(300)  # three Python processes starting; a loaded machine is slow at that
-async def test_leoflow_run_cli_with_the_kubernetes_executor(
+def _cli_env(
     server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``leoflow run FILE --executor kubernetes`` as a user runs it: its own process, the
-    settings from the environment, the exit code of the run (1: a task failed)."""
+) -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     # The fake kubelet (in this process) starts the pods' `leoflow agent`.
     monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ.get("PATH", ""))
@@ -114,19 +112,50 @@ async def test_leoflow_run_cli_with_the_kubernetes_executor(
         "LEOFLOW_SCHEDULER_POLL_INTERVAL": "0.2",
     }
     env.pop("KUBERNETES_SERVICE_HOST", None)
+    return env
+
+
+async def _leoflow_run(path: Path, env: dict[str, str]) -> tuple[int | None, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "leoflow", "run", str(path), "--executor", "kubernetes",
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), 240)
+    return proc.returncode, out.decode(errors="replace")
+
+
+async def test_leoflow_run_cli_with_the_kubernetes_executor(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``leoflow run FILE --executor kubernetes`` as a user runs it: its own process, the
+    settings from the environment, the exit code of the run (1: a task failed)."""
+    env = _cli_env(server, tmp_path, monkeypatch)
     path = tmp_path / "dag.yaml"
     path.write_text(
         "dag_id: cli_kube\ntasks:\n  ok: {command: 'echo fine'}\n"
         "  bad: {command: 'exit 9', depends_on: [ok]}\n"
     )
     async with FakeKubelet(server, run_commands=True, namespace=TASK_NS):
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "leoflow", "run", str(path), "--executor", "kubernetes",
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        out, _ = await asyncio.wait_for(proc.communicate(), 240)
-    text = out.decode(errors="replace")
-    assert proc.returncode == 1, text
+        code, text = await _leoflow_run(path, env)
+    assert code == 1, text
     assert "exited with code 9" in text or "exit code 9" in text, text
     assert "ok    success" in text, text
     assert len(server.pod_names(TASK_NS)) == 2
+
+
+async def test_leoflow_run_leaves_no_pod_whose_image_never_pulls(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admission policy set imagePullPolicy Never and the image is not on the node:
+    the try fails at once (not after pod_pending_timeout), and the run's exit still
+    deletes the pod, even when the apiserver answers the first DELETE with a 503."""
+    env = {**_cli_env(server, tmp_path, monkeypatch), "LEOFLOW_POD_PENDING_TIMEOUT": "3600"}
+    path = tmp_path / "dag.yaml"
+    path.write_text("dag_id: never_pulled\ntasks:\n  only: {command: 'true'}\n")
+    server.fail_next(1, 503, when=lambda i: i.verb == "delete" and i.resource == "pods")
+    async with FakeKubelet(server, default=Outcome.waiting("ErrImageNeverPull")):
+        code, text = await _leoflow_run(path, env)
+    assert code == 1, text
+    assert "pull policy of Never" in text, text
+    assert server.pod_names(TASK_NS) == [], "the run ended with its pod left behind"
+    assert server.counts[("delete", "", "pods")] == 2
