@@ -18,6 +18,7 @@ from leoflow.store.office import OfficeRecords
 from leoflow.store.overview import OverviewRecords
 from leoflow.store.pools import PoolRecords
 from leoflow.store.retention import RetentionRecords
+from leoflow.store.run_tasks import RunTaskRecords
 from leoflow.store.runs import RunRecords
 from leoflow.store.tasks import TaskInstanceRecords
 from leoflow.store.tickets import TicketRecords
@@ -33,6 +34,7 @@ class Store(
     LogRecords,
     RetentionRecords,
     OverviewRecords,
+    RunTaskRecords,
 ):
     """The state store. Open with ``await Store.open(url)``; close when done.
 
@@ -47,4 +49,5 @@ class Store(
     | task logs                        | ``logs``      |
     | retention (``prune``)            | ``retention`` |
     | overview pages' bounded reads    | ``overview``  |
+    | a run page's filtered tasks      | ``run_tasks`` |
     """

@@ -10,15 +10,16 @@ The markup is the one the templates used to make (the browser tests read its
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
 from markupsafe import Markup
 
-from leoflow.api.ui.present import STATE_ICON, dag_url, quoted, task_url
+from leoflow.api.ui.present import STATE_ICON, dag_url, quoted, run_url, task_url
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.graph_layout import EdgePath, GraphLayout, layout_graph
+from leoflow.domain.mapped_states import fold_items
 from leoflow.domain.progress import topological_order
 from leoflow.domain.states import TaskState
 from leoflow.store.rows import DagRow, RunRow
@@ -68,24 +69,46 @@ def drawing_of(row: DagRow, spec: DagSpec) -> Drawing:
     return cached
 
 
+def items_url(dag_id: str, run_id: str, task_id: str) -> str:
+    """The run page listing the items of mapped task ``task_id``."""
+    return f"{run_url(dag_id, run_id)}?mapped={quoted(task_id)}"
+
+
 def graph_nodes(
     layout: GraphLayout,
     dag_id: str,
     run: RunRow | None,
     states: Mapping[str, TaskState],
+    mapped: Collection[str] = (),
 ) -> Markup:
-    """Each node coloured and labelled by its state in ``run`` (``none`` without one)."""
+    """Each node coloured and labelled by its state in ``run`` (``none`` without one);
+    a mapped task by its items' worst state, its title counting them, its link to
+    their list."""
+    items = fold_items(states, mapped)
     out = []
     for n in layout.nodes:
         state = states.get(n.task_id)
+        folded = items.get(n.task_id) if state is None else None
+        if folded is not None:
+            state = folded.worst
         st = state.value if state is not None else "none"
         task = escape(n.task_id)
-        href = f' href="{task_url(dag_id, run.run_id, n.task_id)}"' if run else ""
+        words = escape(folded.words()) if folded is not None else st
+        href = ""
+        if run is not None:
+            url = (
+                items_url(dag_id, run.run_id, n.task_id)
+                if folded is not None
+                else task_url(dag_id, run.run_id, n.task_id)
+            )
+            href = f' href="{url}"'
         label = n.task_id if len(n.task_id) <= _LABEL_CHARS else n.task_id[:19] + "\u2026"
+        if folded is not None:
+            label = f"{label} \u00d7{folded.total}"
         out.append(
             f'<a{href} class="node-link" data-task="{task}">'
             f'<g class="node s-{st}" data-task="{task}" data-state="{st}" '
-            f'transform="translate({n.x},{n.y})"><title>{task}: {st}</title>'
+            f'transform="translate({n.x},{n.y})"><title>{task}: {words}</title>'
             f'<rect width="{n.width}" height="{n.height}" rx="6"/>'
             f'<text class="ic" x="14" y="{n.height / 2 + 5}" text-anchor="middle">'
             f"{STATE_ICON.get(st, '?')}</text>"
@@ -100,29 +123,44 @@ class GridColumn:
     states: dict[str, TaskState] = field(default_factory=dict)
 
 
-def grid_rows(dag_id: str, order: Sequence[str], columns: Sequence[GridColumn]) -> Markup:
-    """A row per task, a square per (task, run): its state as colour, icon and words."""
+def grid_rows(
+    dag_id: str,
+    order: Sequence[str],
+    columns: Sequence[GridColumn],
+    mapped: Collection[str] = (),
+) -> Markup:
+    """A row per task, a square per (task, run): its state as colour, icon and words;
+    a mapped task's square shows its items' worst state and counts them."""
     prefixes = [(f"{dag_url(dag_id)}/runs/{quoted(c.run.run_id)}/tasks/", c) for c in columns]
     # Escaped once per task and per run, not per square; a quoted URL has no
     # character HTML would need escaped.
     runs = [escape(c.run.run_id) for c in columns]
+    folded = [fold_items(c.states, mapped) if mapped else {} for c in columns]
     rows = []
     for t in order:
         task, link = escape(t), quoted(t)
         cells = []
-        for (prefix, c), run in zip(prefixes, runs, strict=True):
+        for (prefix, c), run, items in zip(prefixes, runs, folded, strict=True):
             state = c.states.get(t)
-            if state is None:
+            summary = items.get(t) if state is None else None
+            if summary is not None:
+                words = escape(summary.words())
+                href = items_url(dag_id, c.run.run_id, t)
+                cells.append(_square(summary.worst.value, href, f"{task} in {run}: {words}"))
+            elif state is None:
                 cells.append('<td><span class="sq s-none" title="not in this run">·</span></td>')
-                continue
-            st = state.value
-            label = f"{task} in {run}: {st}"
-            cells.append(
-                f'<td><a class="sq s-{st}" href="{prefix}{link}" title="{label}" '
-                f'aria-label="{label}">{STATE_ICON.get(st, "?")}</a></td>'
-            )
+            else:
+                st = state.value
+                cells.append(_square(st, f"{prefix}{link}", f"{task} in {run}: {st}"))
         rows.append(f'<tr><th scope="row" class="task-col">{task}</th>{"".join(cells)}</tr>')
     return Markup("\n".join(rows))
+
+
+def _square(st: str, href: str, label: str) -> str:
+    return (
+        f'<td><a class="sq s-{st}" href="{href}" title="{label}" '
+        f'aria-label="{label}">{STATE_ICON.get(st, "?")}</a></td>'
+    )
 
 
 def run_squares(dag_id: str, runs: Sequence[RunRow]) -> Markup:

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from leoflow.api.context import ApiContext
 from leoflow.api.ui import pages, session
 from leoflow.api.ui.respond import ctx_of, event_stream, page_context, sse
+from leoflow.domain.mapped_states import fold_items, with_items_folded
 
 log = logging.getLogger("leoflow.api.ui")
 
@@ -32,7 +33,9 @@ async def _live_payload(
     context = await page_context(ctx, s, page, args, query)
     payload: dict[str, Any] = {"regions": pages.render_regions(page, context)}
     if page.name == "dag":
-        payload["nodes"] = {t: st.value for t, st in context["selected_states"].items()}
+        states, mapped = context["selected_states"], context["mapped"]
+        payload["nodes"] = {t: st.value for t, st in with_items_folded(states, mapped).items()}
+        payload["mapped"] = {t: items.words() for t, items in fold_items(states, mapped).items()}
         selected = context["selected"]
         payload["run"] = None if selected is None else selected.run_id
     if page.name == "task":

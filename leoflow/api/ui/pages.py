@@ -16,7 +16,7 @@ import jinja2
 from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
-from leoflow.api.ui import backfill_views, present, views, waiting
+from leoflow.api.ui import backfill_views, present, run_views, views, waiting
 from leoflow.api.ui.session import Session
 from leoflow.domain.states import TASK_TERMINAL
 
@@ -52,7 +52,7 @@ async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) 
 
 
 async def _run(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
-    return await views.run_view(ctx, a[0], a[1], _int(q, "after", None, 0, 2**62))
+    return await run_views.run_view(ctx, a[0], a[1], _int(q, "after", None, 0, 2**62), q)
 
 
 async def _task(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from leoflow.api.ui import actions, live, log_routes, pages, session
+from leoflow.api.ui.moved import Redirect
 from leoflow.api.ui.present import Viewer
 from leoflow.api.ui.respond import ctx_of, finish, page_context
 
@@ -54,6 +55,8 @@ async def _page(request: Request) -> Response:
         context = await page_context(ctx, s, page, args, dict(request.query_params))
     except HTTPException as exc:
         return _error_page(request, s, exc)
+    except Redirect as moved:
+        return finish(request, RedirectResponse(moved.url, status_code=303), s)
     response = HTMLResponse(pages.render_page(page, context))
     response.headers["Cache-Control"] = "no-store"
     return finish(request, response, s)

@@ -9,7 +9,6 @@ no page reads all runs, nor asks once per DAG or per run.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,9 +25,11 @@ from leoflow.api.ui.fragments import (
     drawing_of,
     graph_nodes,
     grid_rows,
+    items_url,
     run_squares,
 )
-from leoflow.api.ui.present import dag_url, deadline_of, exit_words, pod_of
+from leoflow.api.ui.moved import Redirect
+from leoflow.api.ui.present import dag_url, exit_words, pod_of
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.store.rows import DagRow, RunRow
@@ -37,7 +38,6 @@ DAGS_PAGE = 25
 LAST_RUNS = 8
 GRID_RUNS = 12
 GRID_CELLS = 1200
-TASKS_PAGE = 100
 
 _ACTIVE = (RunState.QUEUED, RunState.RUNNING)
 
@@ -170,13 +170,15 @@ async def dag_view(
     columns = [GridColumn(r, by_run.get(r.pk, {})) for r in reversed(shown)]
     selected_states = by_run.get(selected.pk, {}) if selected is not None else {}
     order = drawing.order
+    mapped = mapped_tasks(spec)
     return {
         "dag": row,
         "spec": spec,
         "layout": drawing.layout,
         "edges": drawing.edges,
-        "nodes": graph_nodes(drawing.layout, dag_id, selected, selected_states),
-        "grid_rows": grid_rows(dag_id, order, columns),
+        "nodes": graph_nodes(drawing.layout, dag_id, selected, selected_states, mapped),
+        "grid_rows": grid_rows(dag_id, order, columns, mapped),
+        "mapped": mapped,
         "order": order,
         "columns": columns,
         "selected": selected,
@@ -189,31 +191,9 @@ async def dag_view(
     }
 
 
-# -------------------------------------------------------------------------------- a run
-
-
-async def run_view(ctx: ApiContext, dag_id: str, run_id: str, after: int | None) -> dict[str, Any]:
-    store = ctx.store
-    run = await run_or_404(store, dag_id, run_id)
-    tis = await store.list_task_instances(run_pk=run.pk, limit=TASKS_PAGE + 1, after_pk=after)
-    more = tis[TASKS_PAGE - 1].pk if len(tis) > TASKS_PAGE else None
-    tis = tis[:TASKS_PAGE]
-    dag = await store.get_dag(dag_id)
-    spec = spec_of(dag) if dag is not None else None
-    return {
-        "run": run,
-        "deadline": deadline_of(run, spec),
-        "tis": tis,
-        "more": more,
-        "after": after,
-        "spec": spec,
-        "run_over": run.state in RUN_TERMINAL,
-        # A running run's tasks can be cleared in any state: the scheduler stops a
-        # live try and runs the task again (the API answers 202, pending).
-        "run_live": run.state is RunState.RUNNING,
-        "terminal": TASK_TERMINAL,
-        "counts": Counter(ti.state.value for ti in tis),
-    }
+def mapped_tasks(spec: DagSpec) -> frozenset[str]:
+    """The DAG's mapped tasks: in a run, items ``task[i]`` stand in their place."""
+    return frozenset(t for t, task in spec.tasks.items() if task.map_over is not None)
 
 
 # ----------------------------------------------------------------------- a task instance
@@ -228,7 +208,16 @@ async def task_view(
     try_number: int | None,
 ) -> dict[str, Any]:
     store = ctx.store
-    run, ti, _ = await task_or_404(store, dag_id, run_id, task_id)
+    try:
+        run, ti, _ = await task_or_404(store, dag_id, run_id, task_id)
+    except HTTPException as exc:
+        # A mapped task has no instance of its own once its items are made: its page
+        # is the list of its items.
+        dag = await store.get_dag(dag_id) if exc.status_code == 404 else None
+        spec = spec_of(dag) if dag is not None else None
+        if spec is not None and task_id in mapped_tasks(spec):
+            raise Redirect(items_url(dag_id, run_id, task_id)) from None
+        raise
     why = None
     if ti.state not in TASK_TERMINAL:
         why = await tasks_api.why_waiting(dag_id, run_id, task_id, ctx, who)

@@ -315,9 +315,10 @@
     apply() {
       this.vp.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.scale})`);
     },
-    update(nodes, runId) {
+    update(nodes, runId, mapped) {
       if (!this.el) return;
       const dag = this.el.dataset.dag;
+      const items = mapped || {};
       $$("a.node-link", this.svg).forEach((link) => {
         const task = link.dataset.task;
         const state = nodes[task] || "none";
@@ -326,11 +327,13 @@
           g.setAttribute("class", "node s-" + state);
           g.dataset.state = state;
           $("text.ic", g).textContent = this.icons[state] || "?";
-          $("title", g).textContent = task + ": " + state;
         }
+        // A mapped task's node counts its items and opens their list.
+        $("title", g).textContent = task + ": " + (items[task] || state);
         if (runId) {
-          link.setAttribute("href", "/dags/" + encodeURIComponent(dag) + "/runs/" +
-            encodeURIComponent(runId) + "/tasks/" + encodeURIComponent(task));
+          const run = "/dags/" + encodeURIComponent(dag) + "/runs/" + encodeURIComponent(runId);
+          link.setAttribute("href", items[task] ? run + "?mapped=" + encodeURIComponent(task)
+            : run + "/tasks/" + encodeURIComponent(task));
         }
       });
       if (runId) this.el.dataset.run = runId;
@@ -397,7 +400,7 @@
         const again = document.getElementById(focusId);
         if (again) again.focus();
       }
-      if (data.nodes) graph.update(data.nodes, data.run);
+      if (data.nodes) graph.update(data.nodes, data.run, data.mapped);
       if (data.log_live !== undefined) logs.liveChanged(data.log_live, data.latest_try);
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     },
