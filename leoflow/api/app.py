@@ -12,7 +12,7 @@ from collections.abc import Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from leoflow.api import backfills, dags, health, logs, pools, runs, tasks
+from leoflow.api import backfills, dags, health, logs, pools, runs, tasks, tries
 from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
@@ -50,7 +50,7 @@ def create_app(
         notify=notify,
         log_poll_interval=log_poll_interval,
     )
-    for module in (health, dags, runs, tasks, logs, pools, backfills):
+    for module in (health, dags, runs, tasks, tries, logs, pools, backfills):
         app.include_router(module.router)
     app.include_router(web_ui.router)  # the web UI at /, its assets and calls under /ui
 

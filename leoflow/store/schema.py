@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 VERSION_TABLE = "alembic_version"
 
 # SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.
@@ -129,6 +129,30 @@ task_instances = sa.Table(
     sa.Index("ix_task_instances_state", "state"),
     sa.Index("ix_task_instances_dag_id_state", "dag_id", "state"),
     sqlite_autoincrement=True,
+)
+
+# Migration 0008: each try of a task instance but its latest, as it stood when the next
+# try began or a clear reset it (the latest try is the task instance row itself). Written
+# only then, so a task that is never retried nor cleared costs no row.
+task_tries = sa.Table(
+    "task_tries",
+    metadata,
+    sa.Column(
+        "ti_pk",
+        PK,
+        sa.ForeignKey("task_instances.pk", ondelete="CASCADE", name="fk_task_tries_ti_pk"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    sa.Column("try_number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("queued_at", Time, nullable=True),
+    sa.Column("started_at", Time, nullable=True),
+    sa.Column("ended_at", Time, nullable=True),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Column("executor_ref", sa.Text, nullable=True),
 )
 
 pools = sa.Table(

@@ -18,7 +18,6 @@ from leoflow.domain.states import RunState, TaskState, check_run_transition, che
 from leoflow.store.base import (
     Expanded,
     Positional,
-    StoreBase,
     check_fields,
     chunks,
     narrowed,
@@ -31,6 +30,7 @@ from leoflow.store.rows import RunChange, TaskChange, TaskInstanceRow
 from leoflow.store.rows import task_instance_row as _ti_row
 from leoflow.store.runs import RUN_FIELDS, run_update
 from leoflow.store.schema import scheduler_epoch, task_instances, tickets
+from leoflow.store.tries import TryRecords, kept_try, passes_a_try
 
 TASK_FIELDS = frozenset(
     {
@@ -79,7 +79,11 @@ def _change_params(
     return params
 
 
-class TaskInstanceRecords(StoreBase):
+class _Lost(Exception):
+    """A single transition lost its compare-and-set: roll back the try it kept."""
+
+
+class TaskInstanceRecords(TryRecords):
     def _build_statements(self) -> None:
         super()._build_statements()
         self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
@@ -191,10 +195,22 @@ class TaskInstanceRecords(StoreBase):
         stmt = _ti_update(keys, expected_try is not None)
         params = _change_params(change, keys, change.expected.value, change.new.value, now())
 
-        def op(conn: Connection) -> bool:
-            return conn.execute(stmt, params).rowcount == 1
+        keeps = "try_number" in fields or change.new is TaskState.NONE
 
-        return await self._write(op, epoch)
+        def op(conn: Connection) -> bool:
+            if keeps:
+                # Under the write transaction, and undone with it if the CAS loses.
+                self._keep_row_try(conn, ti_pk)
+            if conn.execute(stmt, params).rowcount == 1:
+                return True
+            if keeps:
+                raise _Lost
+            return False
+
+        try:
+            return await self._write(op, epoch)
+        except _Lost:
+            return False
 
     async def transition_tasks(
         self,
@@ -295,9 +311,14 @@ class TaskInstanceRecords(StoreBase):
             order = list(changed)
             for start in range(0, len(order), _WRITE_CHUNK):
                 groups: dict[bool, list[dict[str, Any]]] = {}
+                kept: list[dict[str, Any]] = []  # tries this chunk moves past
                 for pk in order[start : start + _WRITE_CHUNK]:
                     original_row = dict(zip(_LOCKED, locked[pk], strict=True))
-                    state, _, fields = changed[pk]
+                    state, new_try, fields = changed[pk]
+                    if passes_a_try(
+                        original_row["state"], original_row["try_number"], state, new_try
+                    ):
+                        kept.append(kept_try(pk, original_row))
                     row = {**original_row, **fields, "state": state}
                     params = state_params(pk, original_row["state"], state, _KEPT, row)
                     params["b_now"] = at
@@ -305,6 +326,7 @@ class TaskInstanceRecords(StoreBase):
                     if "output" in row:
                         params["v_output"] = row["output"]
                     groups.setdefault("output" in row, []).append(params)
+                self._keep(conn, kept)
                 for with_output, batch in groups.items():
                     keys = (*_KEPT, "output") if with_output else _KEPT
                     if self._sqlite:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 from urllib.parse import quote
 
 from leoflow.api.auth import Principal, Role
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.durations import format_duration
-from leoflow.store.rows import RunRow, TaskInstanceRow
+from leoflow.store.rows import RunRow
 
 STATE_ICON = {
     "success": "\u2713",
@@ -77,7 +78,18 @@ def span(seconds: float | None) -> str:
     return "" if seconds is None else format_duration(seconds)
 
 
-def exit_words(ti: TaskInstanceRow) -> str:
+class TryFacts(Protocol):
+    """What a try's words are made of: a task instance (its latest try) or a kept try."""
+
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def executor_ref(self) -> str | None: ...
+
+
+def exit_words(ti: TryFacts) -> str:
     if ti.reason is None:
         return ""
     words = EXIT_WORDS.get(ti.reason, ti.reason.replace("_", " "))
@@ -118,7 +130,7 @@ def deadline_of(run: RunRow, spec: DagSpec | None) -> RunDeadline:
     )
 
 
-def pod_of(ti: TaskInstanceRow) -> str | None:
+def pod_of(ti: TryFacts) -> str | None:
     ref = ti.executor_ref or ""
     if ref.startswith("pod:"):
         return ref[4:].split("@", 1)[0]

@@ -20,6 +20,7 @@ from leoflow.api import tasks as tasks_api
 from leoflow.api.auth import Principal
 from leoflow.api.context import ApiContext
 from leoflow.api.lookup import dag_or_404, run_or_404, spec_of, task_or_404
+from leoflow.api.tries import tries_of, where_ran
 from leoflow.api.ui.fragments import (
     GridColumn,
     drawing_of,
@@ -223,16 +224,27 @@ async def task_view(
         why = await tasks_api.why_waiting(dag_id, run_id, task_id, ctx, who)
     chosen = ti.try_number if try_number is None else max(1, min(try_number, ti.try_number))
     live = chosen == ti.try_number and ti.state in (TaskState.QUEUED, TaskState.RUNNING)
+    known = {t.try_number: t for t in await tries_of(store, ti)}
+    # The chosen try's own facts; None: an earlier try whose facts were not kept (a row
+    # retried before migration 0008).
+    shown = known.get(chosen)
     return {
         "run": run,
         "ti": ti,
         "why": why,
         "tries": list(range(1, ti.try_number + 1)),
         "chosen_try": chosen,
+        "shown": shown,
+        "latest": chosen == ti.try_number,
         "pinned": try_number is not None,
         "log_live": live,
-        "exit_words": exit_words(ti),
-        "pod": pod_of(ti),
+        "exit_words": exit_words(shown) if shown is not None else "",
+        "pod": pod_of(shown) if shown is not None else None,
+        "where": where_ran(shown.executor_ref) if shown is not None else {},
+        # An earlier try's colour: how it ended (its row moved on since).
+        "outcome_state": ti.state.value
+        if chosen == ti.try_number
+        else ("success" if shown is not None and shown.reason == "success" else "failed"),
         "pro": ctx.settings.executor == "kubernetes",
         "run_over": run.state in RUN_TERMINAL,
         # A running run's tasks can be cleared in any state: the scheduler stops a

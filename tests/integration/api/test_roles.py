@@ -74,6 +74,13 @@ CALLS = [
     ),
     Call(
         "GET",
+        "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/tries",
+        f"{R}/r/tasks/extract/tries",
+        "viewer",
+        200,
+    ),
+    Call(
+        "GET",
         "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs/{try_number}",
         f"{R}/r/tasks/extract/logs/1",
         "operator",
