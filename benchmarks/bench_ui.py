@@ -91,6 +91,10 @@ async def bench(url: str, runs: int, samples: int, rounds: int) -> dict[str, Any
                     "dag_old_run_selected": [f"/dags/{dag_of(r)}?run={r}" for r in small],
                     "run_3_tasks": [f"/dags/{dag_of(r)}/runs/{r}" for r in small],
                     "run_300_tasks_page": [f"/dags/wide/runs/{r}" for r in wide],
+                    "run_300_tasks_filtered": [
+                        f"/dags/wide/runs/{r}?state=unfinished&q=task_1" for r in wide
+                    ],
+                    "run_300_tasks_gantt": [f"/dags/wide/runs/{r}/gantt" for r in wide],
                     "task_instance": [f"/dags/wide/runs/{r}/tasks/task_150" for r in wide],
                     "waiting": ["/waiting"],
                     "pools": ["/pools"],

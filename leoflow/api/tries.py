@@ -65,7 +65,7 @@ class TryOut(BaseModel):
     latest: bool = Field(description="the task instance's current try")
     state: str = Field(
         description="for the latest try the task instance's state; for an earlier one, "
-        "its state when the next try began or a clear reset it"
+        "the state it ended in (up_for_retry, failed, success ...)"
     )
     queued_at: Stamp
     started_at: Stamp

@@ -16,7 +16,7 @@ import jinja2
 from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
-from leoflow.api.ui import backfill_views, present, run_views, views, waiting
+from leoflow.api.ui import backfill_views, gantt, present, run_views, views, waiting
 from leoflow.api.ui.session import Session
 from leoflow.domain.states import TASK_TERMINAL
 
@@ -53,6 +53,10 @@ async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) 
 
 async def _run(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
     return await run_views.run_view(ctx, a[0], a[1], _int(q, "after", None, 0, 2**62), q)
+
+
+async def _gantt(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
+    return await gantt.gantt_view(ctx, a[0], a[1])
 
 
 async def _task(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
@@ -100,6 +104,7 @@ PAGES = {
     "dag": Page("dag", "dag.html", _dag, ("dag_head", "run_pick", "grid")),
     "run": Page("run", "run.html", _run, ("run_head", "run_tasks")),
     "task": Page("task", "task.html", _task, ("task_head", "tries")),
+    "gantt": Page("gantt", "gantt.html", _gantt, ("gantt_chart",)),
     "backfills": Page("backfills", "backfills.html", _backfills, ("bf_rows",)),
     "backfill": Page("backfill", "backfill.html", _backfill, ("bf_head", "bf_points")),
     "waiting": Page("waiting", "waiting.html", _waiting, ("wait_groups",)),
@@ -125,6 +130,8 @@ def resolve(path: str) -> tuple[Page, list[str]] | None:
         return PAGES["backfill"], [parts[1], parts[3]]
     if n == 4 and parts[2] == "runs":
         return PAGES["run"], [parts[1], parts[3]]
+    if n == 5 and parts[2] == "runs" and parts[4] == "gantt":
+        return PAGES["gantt"], [parts[1], parts[3]]
     if n == 6 and parts[2] == "runs" and parts[4] == "tasks":
         return PAGES["task"], [parts[1], parts[3], parts[5]]
     return None

@@ -71,6 +71,7 @@ for _path in (
     "/dags/{dag_id}/backfills",
     "/dags/{dag_id}/backfills/{pk}",
     "/dags/{dag_id}/runs/{run_id}/tasks/{task_id}",
+    "/dags/{dag_id}/runs/{run_id}/gantt",
 ):
     router.add_api_route(_path, _page, methods=["GET"], response_class=HTMLResponse)
 

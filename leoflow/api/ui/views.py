@@ -241,10 +241,7 @@ async def task_view(
         "exit_words": exit_words(shown) if shown is not None else "",
         "pod": pod_of(shown) if shown is not None else None,
         "where": where_ran(shown.executor_ref) if shown is not None else {},
-        # An earlier try's colour: how it ended (its row moved on since).
-        "outcome_state": ti.state.value
-        if chosen == ti.try_number
-        else ("success" if shown is not None and shown.reason == "success" else "failed"),
+        "outcome_state": shown.state if shown is not None else ti.state.value,
         "pro": ctx.settings.executor == "kubernetes",
         "run_over": run.state in RUN_TERMINAL,
         # A running run's tasks can be cleared in any state: the scheduler stops a

@@ -102,7 +102,30 @@ async def test_the_task_page_shows_the_chosen_try(store: Store, settings: Settin
     assert 'id="try-facts" data-try="1"' in first.text
     assert "try one said boom" in first.text and "exited with code 3" in first.text
     assert "<code>host-a</code>" in first.text and "host-c" not in first.text
-    assert "an earlier try" in first.text and "s-border-failed" in first.text
+    assert "an earlier try" in first.text and "s-border-up_for_retry" in first.text
     assert 'id="try-facts" data-try="3"' in latest.text
     assert "try one said boom" not in latest.text and "This try succeeded" in latest.text
     assert re.search(r"<dt>Ran on</dt><dd><code>host-c</code>, agent pid 303", latest.text)
+
+
+async def test_the_gantt_draws_every_try_with_a_link_to_it(api: httpx.AsyncClient) -> None:
+    r = await api.get("/dags/etl/runs/r/gantt")
+    assert r.status_code == 303, "a browser without a session is sent to log in"
+    await api.post(
+        "/ui/login", json={"token": "tok-viewer-1"}, headers={"Origin": "http://localhost"}
+    )
+    page = await api.get("/dags/etl/runs/r/gantt")
+    assert page.status_code == 200, page.text
+    bars = re.findall(
+        r'<a href="([^"]+)" class="gantt-try" data-task="([^"]+)" data-try="(\d)"', page.text
+    )
+    assert [(task, n) for _, task, n in bars] == [
+        ("transform", "1"),
+        ("transform", "2"),
+        ("transform", "3"),
+    ]
+    assert bars[0][0] == "/dags/etl/runs/r/tasks/transform?try=1"
+    assert 'class="run s-up_for_retry"' in page.text and 'class="run s-success"' in page.text
+    assert "3 tries of 3 task instances; 2 not tried yet" in page.text
+    run_page = await api.get("/dags/etl/runs/r")
+    assert 'href="/dags/etl/runs/r/gantt"' in run_page.text

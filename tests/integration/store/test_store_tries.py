@@ -38,7 +38,7 @@ async def test_a_retry_keeps_the_try_it_leaves(store: Store) -> None:
     await _try(store, pk, 2, S.SUCCESS, exit_code=0, reason="success", message=None)
     (kept,) = await store.list_tries(pk)
     assert (kept.try_number, kept.state, kept.exit_code, kept.reason, kept.message) == (
-        1, "scheduled", 3, "exit_code", "m1"
+        1, "up_for_retry", 3, "exit_code", "m1"
     )  # fmt: skip
     assert (kept.queued_at, kept.started_at, kept.ended_at) == (10.0, 11.0, 12.0)
     assert kept.executor_ref == "proc:h:1"
