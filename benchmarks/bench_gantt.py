@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leoflow.api.ui.gantt import gantt_svg  # noqa: E402
-from leoflow.domain.gantt import TrySpan, layout_gantt  # noqa: E402
+from leoflow.api.ui.gantt import gantt_svg
+from leoflow.domain.gantt import TrySpan, layout_gantt
 
 
 def spans(tasks: int) -> list[TrySpan]:
