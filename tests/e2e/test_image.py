@@ -107,14 +107,18 @@ REVENUE = (
 
 def test_the_dbt_image_builds_the_shop_project_on_a_read_only_root(dbt_image: str) -> None:
     """dbt's target, logs and profiles dir under /tmp (the image's ENV): nothing else is
-    writable, and the project in the image is used as shipped."""
+    writable, and the project in the image is used as shipped, its build-time parse
+    reused by the first task."""
     script = (
         "set -e; cd /opt/dags/shop;"
         "python /opt/dags/extract_orders.py /tmp/shop.duckdb;"
+        # First, as a task pod runs it: from the image's own parse, not a full one.
+        "LEOFLOW_DBT_PARTIAL_PARSE=/opt/dags/shop/target/partial_parse.msgpack"
+        " leoflow dbt-task --task dbt.raw_customers -- dbt seed --select raw_customers"
+        " --project-dir /opt/dags/shop --profiles-dir /opt/dags/profiles;"
+        "echo full-parses $(grep -c 'Unable to do partial parsing' /tmp/dbt/logs/dbt.log || true);"
         "dbt seed --profiles-dir /opt/dags/profiles;"
         "dbt run --profiles-dir /opt/dags/profiles;"
-        "leoflow dbt-task --task dbt.stg_orders -- dbt run --select stg_orders"
-        " --project-dir /opt/dags/shop --profiles-dir /opt/dags/profiles;"
         "test -s /tmp/dbt/target/run_results.json && echo target-in-tmp;"
         "test -s /tmp/dbt/logs/dbt.log && echo logs-in-tmp;"
         f'python -c "{REVENUE}"'
@@ -125,6 +129,7 @@ def test_the_dbt_image_builds_the_shop_project_on_a_read_only_root(dbt_image: st
     out = _ok(done)
     assert "Completed successfully" in out
     assert "target-in-tmp" in out and "logs-in-tmp" in out
+    assert "full-parses 0" in out, "the image's partial parse was not reused"
     assert json.loads(out.splitlines()[-1]) == [[1, 37.5], [2, 40.0], [3, 7.25]]
 
 
