@@ -5,6 +5,7 @@
 # that reach no registry of base images. Idempotent: every step is skipped when done.
 #
 #   scripts/container-engine.sh [install]   packages, containers.conf, the base image
+#       (BASE_IMAGE, default localhost/debian-python:3.11-bookworm; BASE_SUITE, bookworm)
 #   scripts/container-engine.sh conf        print the containers.conf path (write it first)
 #   scripts/container-engine.sh service SOCK
 #       start `podman system service` on unix://SOCK in the background (pid in SOCK.pid)
@@ -18,8 +19,6 @@ set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="$REPO/.tools/containers"
 CONF="$STATE/containers.conf"
-BASE_IMAGE="${BASE_IMAGE:-localhost/debian-python:3.11-bookworm}"
-SUITE="${BASE_SUITE:-bookworm}"
 
 write_conf() {
     mkdir -p "$STATE"
@@ -57,17 +56,19 @@ install_packages() {
 # A minimal Debian with its python3 (3.11 in bookworm): what python:3.11-slim-bookworm
 # gives, for a host that cannot pull it. Made once; podman keeps it.
 make_base() {
+    local image="${BASE_IMAGE:-localhost/debian-python:3.11-bookworm}"
+    local suite="${BASE_SUITE:-bookworm}"
     export CONTAINERS_CONF="$CONF"
-    if podman image exists "$BASE_IMAGE"; then
-        echo "== base image $BASE_IMAGE: present"
+    if podman image exists "$image"; then
+        echo "== base image $image: present"
         return
     fi
-    echo "== base image $BASE_IMAGE: mmdebstrap $SUITE"
+    echo "== base image $image: mmdebstrap $suite"
     local start=$SECONDS tar="$STATE/base.tar"
     mmdebstrap --quiet --variant=minbase \
         --include=python3,python3-venv,python3-pip,python-is-python3,ca-certificates \
-        "$SUITE" "$tar"
-    podman import --quiet "$tar" "$BASE_IMAGE" >/dev/null
+        "$suite" "$tar"
+    podman import --quiet "$tar" "$image" >/dev/null
     rm -f "$tar"
     echo "   made in $((SECONDS - start)) s"
 }
