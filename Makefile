@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev run lite test test-fast lint fmt bench proto helm rbac clean dbt-venv
+.PHONY: dev run lite test test-fast lint fmt bench proto helm rbac clean dbt-venv image image-dbt
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,32 @@ lint: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff format leoflow tests benchmarks scripts
 	$(BIN)/ruff check --fix leoflow tests benchmarks scripts
+
+## The container image (Dockerfile) with docker, podman or buildah, whichever is here
+## (ENGINE= picks); prints its build time and size. PYTHON_IMAGE= is the base (a local
+## one where no registry is reachable: scripts/container-engine.sh makes it). OFFLINE=1:
+## the wheels of leoflow and its dependencies are made on this host (its Python must be
+## the image's 3.11) into build/wheels and installed in the image with no package index.
+IMAGE ?= localhost/leoflow:dev
+DBT_IMAGE ?= localhost/leoflow-dbt:dev
+PYTHON_IMAGE ?=
+OFFLINE ?=
+WHEELS := build/wheels
+image:
+	@if [ "$(OFFLINE)" = 1 ]; then \
+	    rm -rf $(WHEELS) && mkdir -p $(WHEELS) \
+	    && $(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else f"OFFLINE=1 needs the image Python (3.11) on the host, not {v}: PYTHON=python3.11")' \
+	    && $(PYTHON) -m pip wheel -q --wheel-dir $(WHEELS) . ; \
+	else rm -rf $(WHEELS); fi
+	bash scripts/build-image.sh $(IMAGE) Dockerfile . \
+	    $(if $(PYTHON_IMAGE),--build-arg PYTHON_IMAGE=$(PYTHON_IMAGE)) \
+	    $(if $(OFFLINE),--build-arg OFFLINE=$(OFFLINE))
+
+## The dbt DAG image (examples/dbt-image/Dockerfile) FROM $(IMAGE), with the shop project
+## of tests/fixtures/dbt: the image the container tests run dbt in.
+image-dbt:
+	bash scripts/build-image.sh $(DBT_IMAGE) examples/dbt-image/Dockerfile tests/fixtures/dbt \
+	    --build-arg LEOFLOW_IMAGE=$(IMAGE)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

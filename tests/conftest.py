@@ -9,6 +9,9 @@ import pytest
 
 from tests.support.postgres import PgServer, start_postgres
 
+# container_image, dbt_image, docker_host: the engine and images of `make image`.
+pytest_plugins = ("tests.support.containers",)
+
 # --- Markers: whole folders of slow tests (real processes end to end, a browser, dbt;
 # helm renders). Slow files elsewhere say so with a module-level pytestmark.
 

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.chart.chartlib import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
+DBT_DOCKERFILE = REPO / "examples" / "dbt-image" / "Dockerfile"
 
 
 def _hadolint() -> Path:
@@ -19,9 +22,10 @@ def _hadolint() -> Path:
     return path
 
 
-def test_hadolint_clean() -> None:
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, DBT_DOCKERFILE], ids=["leoflow", "dbt"])
+def test_hadolint_clean(dockerfile: Path) -> None:
     done = subprocess.run(
-        [str(_hadolint()), "--failure-threshold", "style", str(DOCKERFILE)],
+        [str(_hadolint()), "--failure-threshold", "style", str(dockerfile)],
         capture_output=True,
         text=True,
         check=False,
@@ -70,3 +74,22 @@ def test_only_the_leoflow_command_of_the_agent_venv_is_on_path() -> None:
     assert "ln -s /opt/leoflow/bin/leoflow /usr/local/bin/leoflow" in final
     assert not re.search(r"PATH=/opt/leoflow/bin", final), "the agent venv's pip would be on PATH"
     assert "VIRTUAL_ENV=/opt/leoflow" not in final
+
+
+def test_offline_builds_install_the_hosts_wheels_with_no_index() -> None:
+    text = DOCKERFILE.read_text()
+    assert "COPY pyproject.toml README.md build/wheel[s]/ ./" in text
+    assert "!build/wheels/" in (REPO / ".dockerignore").read_text().split()
+    assert re.search(
+        r'if \[ "\$OFFLINE" = 1 \]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/src', text
+    )
+
+
+def test_the_dbt_image_is_the_one_the_dockerfile_points_at() -> None:
+    assert "examples/dbt-image/Dockerfile" in DOCKERFILE.read_text()
+    text = DBT_DOCKERFILE.read_text()
+    assert re.findall(r"^FROM\s+(\S+)", text, re.M) == ["${LEOFLOW_IMAGE}"]
+    assert re.findall(r"^USER\s+(\S+)", text, re.M)[-1] == "65532:65532"
+    assert "python -m venv /opt/dbt" in text and "/opt/leoflow/bin/pip" not in text
+    for step in ("dbt deps", "dbt parse"):
+        assert step in text, step
