@@ -9,12 +9,16 @@ cannot be had, a root image under runAsNonRoot, and no engine at all.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Leoflow
+from tests.e2e.conftest import LEOFLOW, REPO, Leoflow
 from tests.e2e.test_dbt import _query
 from tests.support.containers import containers
 
@@ -134,3 +138,131 @@ def test_inside_a_task_the_pod_hardening_holds(
     assert int(facts["CapBnd"], 16) == 0, out  # CapDrop ALL: not even the bounding set
     assert facts["NoNewPrivs"] == "1", out
     assert facts["Seccomp"] == "2", out  # filtered: the engine's default profile
+
+
+def _outcomes(home: Path) -> dict[str, tuple[object, ...]]:
+    rows = _query(home, "select task_id, state, reason, exit_code, message from task_instances")
+    return {str(row[0]): row[1:] for row in rows}
+
+
+def _host_pid_of(marker: str, within: float = 180) -> int:
+    """The host PID of the task process whose command line holds ``marker``."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and argv[0].endswith(b"sleep"):
+                return int(entry.name)
+        time.sleep(0.1)  # polling the host's process table for a process we await
+    raise AssertionError(f"no process with {marker} appeared within {within}s")
+
+
+def test_oom_an_outside_kill_and_exit_3_are_each_told_right(
+    docker_env: dict[str, str], tmp_path: Path, home: Path
+) -> None:
+    hog = "x = 'x' * (600 << 20); print(len(x))"
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        f"""dag_id: dock_ends
+tasks:
+  hog:
+    resources: {{limits: {{memory: 160Mi}}}}
+    command: [{IN_TASK}, "-c", {json.dumps(hog)}]
+  killed:
+    resources: {{limits: {{memory: 160Mi}}}}
+    command: ["sleep", "3001"]
+  three:
+    command: 'echo before; exit 3'
+"""
+    )
+    run = subprocess.Popen(
+        [LEOFLOW, "run", str(dag)], env=docker_env, cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        os.kill(_host_pid_of("3001"), signal.SIGKILL)  # from outside the container
+        out, _ = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 1, out
+    ends = _outcomes(home)
+    state, reason, _, message = ends["hog"]
+    assert (state, reason) == ("failed", "oom"), ends["hog"]
+    assert str(message).startswith("out of memory: the kernel killed this task's process"), message
+    state, reason, code, message = ends["killed"]
+    assert (state, reason) == ("failed", "exit_code") and code in (137, -9), ends["killed"]
+    assert "memory" not in str(message), message
+    assert ends["three"][:3] == ("failed", "exit_code", 3), ends["three"]
+
+
+def test_oom_is_told_when_many_small_processes_outgrow_the_agent(
+    docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, home: Path
+) -> None:
+    """Each child is smaller than the agent (PID 1, sharing the cgroup): the kernel kills
+    the largest, so unless the task is its preferred victim the agent dies, the
+    container with it, and the try ends as a bare SIGKILL."""
+    hold = "import time; x = b'x' * (24 << 20); time.sleep(30)"
+    child = f'{IN_TASK} -c "{hold}"'
+    command = f"for i in $(seq 12); do {child} & done; wait; echo survived"
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        "dag_id: dock_oomfork\ntasks:\n  many:\n    resources: {limits: {memory: 200Mi}}\n"
+        f"    command: {json.dumps(command)}\n"
+    )
+    done = leoflow("run", str(dag), timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    state, reason, _, message = _outcomes(home)["many"]
+    assert (state, reason) == ("failed", "oom"), message
+
+
+def test_an_image_that_cannot_be_had_fails_the_task_at_once(
+    docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, home: Path
+) -> None:
+    missing = "localhost:1/leoflow-nowhere:never"
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        f"dag_id: dock_noimage\ntasks:\n  t:\n    image: {missing}\n    command: 'true'\n"
+    )
+    done = leoflow("run", str(dag), timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    state, reason, _, message = _outcomes(home)["t"]
+    assert (state, reason) == ("failed", "image_pull"), message
+    assert str(message).startswith(f"image not found: {missing} (pull failed: "), message
+
+
+def test_a_root_image_under_run_as_non_root_is_refused_naming_the_setting(
+    docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, home: Path, docker_host: str
+) -> None:
+    root_image = os.environ.get("LEOFLOW_TEST_ROOT_IMAGE", "localhost/debian-python:3.11-bookworm")
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        f"dag_id: dock_root\ntasks:\n  t:\n    image: {root_image}\n    command: 'true'\n"
+    )
+    done = leoflow("run", str(dag), timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    state, reason, _, message = _outcomes(home)["t"]
+    assert (state, reason) == ("failed", "launch_failed"), message
+    assert "CreateContainerConfigError" in str(message), message
+    assert "securityContext.runAsNonRoot" in str(message), message
+    assert _left(docker_host, "dock_root") == [], "no container was created"
+
+
+def test_no_engine_stops_leoflow_run_at_once_naming_the_socket(
+    env: dict[str, str], leoflow: Leoflow, tmp_path: Path
+) -> None:
+    sock = tmp_path / "nothing-here.sock"
+    env["DOCKER_HOST"] = f"unix://{sock}"
+    dag = tmp_path / "dag.yaml"
+    dag.write_text("dag_id: dock_noengine\ntasks:\n  t:\n    command: 'true'\n")
+    done = leoflow("run", str(dag), "--executor", "docker", timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert str(sock) in done.stderr, done.stderr
+    assert "podman system service" in done.stderr and "systemctl start docker" in done.stderr
+    assert not (Path(env["LEOFLOW_HOME"]) / "leoflow.db").exists(), "stopped before the store"
