@@ -20,7 +20,7 @@ import pytest
 
 from tests.e2e.conftest import LEOFLOW, REPO, Leoflow
 from tests.e2e.test_dbt import _query
-from tests.support.containers import containers
+from tests.support.containers import containers, start_podman_service
 
 IN_TASK = "/opt/leoflow/bin/python"  # the image's own interpreter
 
@@ -266,3 +266,81 @@ def test_no_engine_stops_leoflow_run_at_once_naming_the_socket(
     assert str(sock) in done.stderr, done.stderr
     assert "podman system service" in done.stderr and "systemctl start docker" in done.stderr
     assert not (Path(env["LEOFLOW_HOME"]) / "leoflow.db").exists(), "stopped before the store"
+
+
+def test_an_engine_restarted_mid_run_finds_its_running_task_again(
+    env: dict[str, str], container_image: str, tmp_path: Path, home: Path
+) -> None:
+    """Podman's API service stops and starts again while a task runs (the container
+    lives on under conmon): the executor's wait breaks, asks again, finds it, and the
+    try ends as the task does."""
+    sock = tmp_path / "restarting.sock"
+    engine = start_podman_service(sock)
+    env.update(
+        DOCKER_HOST=f"unix://{sock}", LEOFLOW_TASK_IMAGE=container_image, LEOFLOW_EXECUTOR="docker"
+    )
+    dag = tmp_path / "dag.yaml"
+    dag.write_text("dag_id: dock_restart\ntasks:\n  t:\n    command: 'sleep 3002; echo after'\n")
+    run = subprocess.Popen(
+        [LEOFLOW, "run", str(dag)], env=env, cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        sleeper = _host_pid_of("3002")
+        engine.terminate()
+        engine.wait(timeout=30)
+        engine = start_podman_service(sock)
+        os.kill(sleeper, signal.SIGTERM)  # the task goes on to its end
+        out, _ = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        engine.terminate()
+        engine.wait(timeout=30)
+    assert run.returncode == 0, out
+    assert _outcomes(home)["t"][:2] == ("success", "success"), out
+
+
+def test_a_killed_lites_containers_are_reaped_by_the_next(
+    docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, docker_host: str
+) -> None:
+    dag = tmp_path / "dag.yaml"
+    dag.write_text("dag_id: dock_orphan\ntasks:\n  t:\n    command: 'sleep 3003'\n")
+    run = subprocess.Popen(
+        [LEOFLOW, "run", str(dag)], env=docker_env, cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _host_pid_of("3003")
+    finally:
+        run.kill()  # SIGKILL: it cannot stop its container
+        run.wait()
+    assert _left(docker_host, "dock_orphan"), "the killed run's container is still there"
+    other = tmp_path / "other.yaml"
+    other.write_text("dag_id: dock_next\ntasks:\n  t:\n    command: 'true'\n")
+    done = leoflow("run", str(other), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _left(docker_host, "dock_orphan") == [], "the next Lite reaped the leftover"
+
+
+def test_a_stopped_run_stops_and_removes_its_containers(
+    docker_env: dict[str, str], tmp_path: Path, docker_host: str
+) -> None:
+    dag = tmp_path / "dag.yaml"
+    dag.write_text("dag_id: dock_stop\ntasks:\n  t:\n    command: 'echo started; sleep 3004'\n")
+    run = subprocess.Popen(
+        [LEOFLOW, "run", str(dag)], env=docker_env, cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        _host_pid_of("3004")
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 128 + signal.SIGTERM, out
+    assert "1 running task(s) killed (t)" in out, out
+    assert _left(docker_host, "dock_stop") == [], "its container was stopped and removed"

@@ -48,7 +48,8 @@ def answers(docker_host: str) -> bool:
         return False
 
 
-def _start_podman(sock: Path) -> subprocess.Popen[bytes]:
+def start_podman_service(sock: Path) -> subprocess.Popen[bytes]:
+    """``podman system service`` on ``sock``, once it answers; the caller stops it."""
     podman = shutil.which("podman")
     if podman is None:
         unavailable("no container engine: DOCKER_HOST is unset and podman is not installed")
@@ -80,7 +81,7 @@ def docker_host() -> Iterator[str]:
         return
     folder = Path(tempfile.mkdtemp(prefix="leoflow-engine-"))
     sock = folder / "podman.sock"
-    process = _start_podman(sock)
+    process = start_podman_service(sock)
     try:
         yield f"unix://{sock}"
     finally:

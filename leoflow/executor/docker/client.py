@@ -130,6 +130,12 @@ class DockerClient:
     async def stop(self, ref: str, grace: int) -> None:
         await self._call("POST", f"/containers/{ref}/stop", params={"t": grace}, ok=(204, 304, 404))
 
+    async def kill(self, ref: str) -> None:
+        """SIGKILL now (a forced remove may first wait out the container's stop timeout)."""
+        await self._call(
+            "POST", f"/containers/{ref}/kill", params={"signal": "KILL"}, ok=(204, 304, 404, 409)
+        )
+
     async def remove(self, ref: str) -> None:
         await self._call(
             "DELETE",

@@ -54,6 +54,7 @@ from leoflow.settings import PASSTHROUGH_FIELDS, Settings
 log = logging.getLogger("leoflow.executor.docker")
 
 GC_INTERVAL = 60.0
+GC_FIRST_PASS = 15.0
 # On stop, a container's grace between SIGTERM and SIGKILL: Lite is gone within 3 s.
 STOP_GRACE = 1
 _LOG_TAIL = 200
@@ -98,6 +99,10 @@ class DockerExecutor:
 
     async def start(self, report: Report) -> None:
         self._report = report
+        # The first pass before any launch: a previous Lite's leftovers go first.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(GC_FIRST_PASS):
+                await self._collect_logged()
         self._gc_task = asyncio.create_task(self._gc_loop(), name="leoflow-docker-gc")
 
     async def adopt(self, attempts: Sequence[Attempt]) -> set[tuple[int, int]]:
@@ -249,11 +254,14 @@ class DockerExecutor:
 
     async def _gc_loop(self) -> None:
         while True:
-            try:
-                await self.collect_leftovers()
-            except (EngineError, EngineUnreachable) as exc:
-                log.warning("docker GC: %s; trying again in %gs", exc, GC_INTERVAL)
             await asyncio.sleep(GC_INTERVAL)
+            await self._collect_logged()
+
+    async def _collect_logged(self) -> None:
+        try:
+            await self.collect_leftovers()
+        except (EngineError, EngineUnreachable) as exc:
+            log.warning("docker GC: %s; trying again in %gs", exc, GC_INTERVAL)
 
     async def collect_leftovers(self) -> list[str]:
         """Stop and remove the containers of a Lite process that is gone, and our own
@@ -268,6 +276,7 @@ class DockerExecutor:
                 owner == self.owner and item.get("State") != "running" and not set(names) & ours
             )
             if (owner != self.owner and owner_gone(owner)) or mine_idle:
+                await self._quietly(self.client.kill(str(item["Id"])))
                 await self._quietly(self.client.remove(str(item["Id"])))
                 removed.extend(names)
         if removed:
