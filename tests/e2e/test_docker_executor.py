@@ -8,18 +8,21 @@ cannot be had, a root image under runAsNonRoot, and no engine at all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import LEOFLOW, REPO, Leoflow
 from tests.e2e.test_dbt import _query
+from tests.e2e.test_outputs import _rows, _run_id
 from tests.support.containers import containers, start_podman_service
 
 IN_TASK = "/opt/leoflow/bin/python"  # the image's own interpreter
@@ -33,18 +36,19 @@ def docker_env(env: dict[str, str], docker_host: str, container_image: str) -> d
     return env
 
 
-def _run_id(stdout: str, dag_id: str) -> str:
-    found = re.search(rf"run (local__\S+) of {dag_id}", stdout)
-    assert found is not None, stdout
-    return found.group(1)
-
-
-def _rows(stdout: str) -> dict[str, list[str]]:
-    table = stdout.split("\n\n")[-2]
-    return {
-        cells[0]: cells
-        for cells in (re.split(r"\s{2,}", line.strip()) for line in table.splitlines()[1:])
-    }
+@contextlib.contextmanager
+def _leoflow_run(dag: Path, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``leoflow run DAG`` in the background, killed if it still runs at the end."""
+    run = subprocess.Popen(
+        [LEOFLOW, "run", str(dag)], env=env, cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        yield run
+    finally:
+        if run.poll() is None:
+            run.kill()
+        run.wait()
 
 
 def _left(docker_host: str, dag_id: str) -> list[str]:
@@ -180,17 +184,9 @@ tasks:
     command: 'echo before; exit 3'
 """
     )
-    run = subprocess.Popen(
-        [LEOFLOW, "run", str(dag)], env=docker_env, cwd=REPO, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
+    with _leoflow_run(dag, docker_env) as run:
         os.kill(_host_pid_of("3001"), signal.SIGKILL)  # from outside the container
         out, _ = run.communicate(timeout=240)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     assert run.returncode == 1, out
     ends = _outcomes(home)
     state, reason, _, message = ends["hog"]
@@ -222,17 +218,23 @@ def test_oom_is_told_when_many_small_processes_outgrow_the_agent(
     assert (state, reason) == ("failed", "oom"), message
 
 
+def _one_task_in(
+    image: str, dag_id: str, leoflow: Leoflow, tmp_path: Path, home: Path
+) -> tuple[object, ...]:
+    """Run a one-task DAG whose task names ``image``; its (state, reason, message)."""
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(f"dag_id: {dag_id}\ntasks:\n  t:\n    image: {image}\n    command: 'true'\n")
+    done = leoflow("run", str(dag), timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    state, reason, _, message = _outcomes(home)["t"]
+    return state, reason, message
+
+
 def test_an_image_that_cannot_be_had_fails_the_task_at_once(
     docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, home: Path
 ) -> None:
     missing = "localhost:1/leoflow-nowhere:never"
-    dag = tmp_path / "dag.yaml"
-    dag.write_text(
-        f"dag_id: dock_noimage\ntasks:\n  t:\n    image: {missing}\n    command: 'true'\n"
-    )
-    done = leoflow("run", str(dag), timeout=120)
-    assert done.returncode == 1, done.stdout + done.stderr
-    state, reason, _, message = _outcomes(home)["t"]
+    state, reason, message = _one_task_in(missing, "dock_noimage", leoflow, tmp_path, home)
     assert (state, reason) == ("failed", "image_pull"), message
     assert str(message).startswith(f"image not found: {missing} (pull failed: "), message
 
@@ -241,13 +243,7 @@ def test_a_root_image_under_run_as_non_root_is_refused_naming_the_setting(
     docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, home: Path, docker_host: str
 ) -> None:
     root_image = os.environ.get("LEOFLOW_TEST_ROOT_IMAGE", "localhost/debian-python:3.11-bookworm")
-    dag = tmp_path / "dag.yaml"
-    dag.write_text(
-        f"dag_id: dock_root\ntasks:\n  t:\n    image: {root_image}\n    command: 'true'\n"
-    )
-    done = leoflow("run", str(dag), timeout=120)
-    assert done.returncode == 1, done.stdout + done.stderr
-    state, reason, _, message = _outcomes(home)["t"]
+    state, reason, message = _one_task_in(root_image, "dock_root", leoflow, tmp_path, home)
     assert (state, reason) == ("failed", "launch_failed"), message
     assert "CreateContainerConfigError" in str(message), message
     assert "securityContext.runAsNonRoot" in str(message), message
@@ -281,21 +277,15 @@ def test_an_engine_restarted_mid_run_finds_its_running_task_again(
     )
     dag = tmp_path / "dag.yaml"
     dag.write_text("dag_id: dock_restart\ntasks:\n  t:\n    command: 'sleep 3002; echo after'\n")
-    run = subprocess.Popen(
-        [LEOFLOW, "run", str(dag)], env=env, cwd=REPO, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
     try:
-        sleeper = _host_pid_of("3002")
-        engine.terminate()
-        engine.wait(timeout=30)
-        engine = start_podman_service(sock)
-        os.kill(sleeper, signal.SIGTERM)  # the task goes on to its end
-        out, _ = run.communicate(timeout=180)
+        with _leoflow_run(dag, env) as run:
+            sleeper = _host_pid_of("3002")
+            engine.terminate()
+            engine.wait(timeout=30)
+            engine = start_podman_service(sock)
+            os.kill(sleeper, signal.SIGTERM)  # the task goes on to its end
+            out, _ = run.communicate(timeout=180)
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
         engine.terminate()
         engine.wait(timeout=30)
     assert run.returncode == 0, out
@@ -307,15 +297,8 @@ def test_a_killed_lites_containers_are_reaped_by_the_next(
 ) -> None:
     dag = tmp_path / "dag.yaml"
     dag.write_text("dag_id: dock_orphan\ntasks:\n  t:\n    command: 'sleep 3003'\n")
-    run = subprocess.Popen(
-        [LEOFLOW, "run", str(dag)], env=docker_env, cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        _host_pid_of("3003")
-    finally:
-        run.kill()  # SIGKILL: it cannot stop its container
-        run.wait()
+    with _leoflow_run(dag, docker_env):
+        _host_pid_of("3003")  # leaving the block SIGKILLs the run: it cannot stop its container
     assert _left(docker_host, "dock_orphan"), "the killed run's container is still there"
     other = tmp_path / "other.yaml"
     other.write_text("dag_id: dock_next\ntasks:\n  t:\n    command: 'true'\n")
@@ -329,18 +312,10 @@ def test_a_stopped_run_stops_and_removes_its_containers(
 ) -> None:
     dag = tmp_path / "dag.yaml"
     dag.write_text("dag_id: dock_stop\ntasks:\n  t:\n    command: 'echo started; sleep 3004'\n")
-    run = subprocess.Popen(
-        [LEOFLOW, "run", str(dag)], env=docker_env, cwd=REPO, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
+    with _leoflow_run(dag, docker_env) as run:
         _host_pid_of("3004")
         run.send_signal(signal.SIGTERM)
         out, _ = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
     assert run.returncode == 128 + signal.SIGTERM, out
     assert "1 running task(s) killed (t)" in out, out
     assert _left(docker_host, "dock_stop") == [], "its container was stopped and removed"

@@ -77,15 +77,19 @@ class DockerClient:
     async def ping(self) -> None:
         await self._call("GET", "/_ping")
 
-    async def inspect_image(self, image: str) -> dict[str, Any] | None:
+    async def _found(self, path: str) -> dict[str, Any] | None:
+        """GET ``path``'s JSON object; None when the engine says there is no such thing."""
         try:
-            response = await self._call("GET", f"/images/{quote(image, safe='')}/json")
+            response = await self._call("GET", path)
         except EngineError as exc:
             if exc.status == 404:
                 return None
             raise
         result: dict[str, Any] = response.json()
         return result
+
+    async def inspect_image(self, image: str) -> dict[str, Any] | None:
+        return await self._found(f"/images/{quote(image, safe='')}/json")
 
     async def pull(self, image: str) -> None:
         """Pull ``image``; EngineError with the pull's own error when it fails."""
@@ -118,14 +122,7 @@ class DockerClient:
         return int(response.json().get("StatusCode", -1))
 
     async def inspect(self, ref: str) -> dict[str, Any] | None:
-        try:
-            response = await self._call("GET", f"/containers/{ref}/json")
-        except EngineError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        result: dict[str, Any] = response.json()
-        return result
+        return await self._found(f"/containers/{ref}/json")
 
     async def stop(self, ref: str, grace: int) -> None:
         await self._call("POST", f"/containers/{ref}/stop", params={"t": grace}, ok=(204, 304, 404))

@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,9 @@ from leoflow.executor.docker.translate import ContainerRequest, TranslationError
 log = logging.getLogger("leoflow.executor.docker")
 
 _BACKOFF = (0.2, 5.0)
+# A pull that neither finishes nor fails (a registry that accepts and then stalls)
+# fails the try rather than holding it; a large image on a slow link fits well within.
+PULL_TIMEOUT = 900.0
 
 
 class TryFailed(Exception):
@@ -36,6 +41,15 @@ class TryFailed(Exception):
 
 def _failed(reason: str, message: str) -> TryFailed:
     return TryFailed(Outcome(reason, None, message))
+
+
+@contextlib.contextmanager
+def _told(reason: str, say: Callable[[EngineError], str]) -> Iterator[None]:
+    """An engine error in the block fails the try with ``reason`` and ``say(error)``."""
+    try:
+        yield
+    except EngineError as exc:
+        raise _failed(reason, say(exc)) from exc
 
 
 async def ensure_image(client: DockerClient, request: ContainerRequest) -> dict[str, Any]:
@@ -51,10 +65,15 @@ async def ensure_image(client: DockerClient, request: ContainerRequest) -> dict[
             "load it into the engine first)",
         )
     try:
-        await client.pull(image)
-    except EngineError as exc:
+        async with asyncio.timeout(PULL_TIMEOUT):
+            with _told(
+                EndReason.IMAGE_PULL, lambda e: f"image not found: {image} (pull failed: {e})"
+            ):
+                await client.pull(image)
+    except TimeoutError as exc:
         raise _failed(
-            EndReason.IMAGE_PULL, f"image not found: {image} (pull failed: {exc})"
+            EndReason.IMAGE_PULL,
+            f"image not found: {image} (the pull did not finish within {PULL_TIMEOUT:g}s)",
         ) from exc
     found = await client.inspect_image(image)
     if found is None:
@@ -84,12 +103,8 @@ async def create_and_start(client: DockerClient, name: str, body: dict[str, Any]
                 EndReason.LAUNCH_FAILED, f"the engine refused to create the container {name}: {exc}"
             ) from exc
         ref = name
-    try:
+    with _told(EndReason.LAUNCH_FAILED, lambda e: f"the engine could not start {name}: {e}"):
         await client.start(ref)
-    except EngineError as exc:
-        raise _failed(
-            EndReason.LAUNCH_FAILED, f"the engine could not start the container {name}: {exc}"
-        ) from exc
     return ref
 
 

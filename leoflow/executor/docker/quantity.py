@@ -11,18 +11,8 @@ _QUANTITY = re.compile(
 _SUFFIX = {
     "": Decimal(1),
     "m": Decimal("0.001"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
+    **{s: Decimal(10) ** (3 * n) for n, s in enumerate("kMGTPE", 1)},
+    **{s + "i": Decimal(2) ** (10 * n) for n, s in enumerate("KMGTPE", 1)},
 }
 
 
