@@ -319,3 +319,19 @@ def test_a_stopped_run_stops_and_removes_its_containers(
     assert run.returncode == 128 + signal.SIGTERM, out
     assert "1 running task(s) killed (t)" in out, out
     assert _left(docker_host, "dock_stop") == [], "its container was stopped and removed"
+
+
+def test_a_container_the_engine_refuses_fails_naming_the_setting(
+    docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, home: Path, docker_host: str
+) -> None:
+    dag = tmp_path / "dag.yaml"
+    dag.write_text(
+        "dag_id: dock_refused\ntasks:\n  t:\n"
+        "    resources: {limits: {memory: '1000'}}\n    command: 'true'\n"
+    )
+    done = leoflow("run", str(dag), timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    state, reason, _, message = _outcomes(home)["t"]
+    assert (state, reason) == ("failed", "launch_failed"), message
+    assert "the task's resources.limits.memory = 1000" in str(message), message
+    assert _left(docker_host, "dock_refused") == [], "the refused container was removed"

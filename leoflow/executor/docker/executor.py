@@ -58,6 +58,8 @@ GC_FIRST_PASS = 15.0
 # On stop, a container's grace between SIGTERM and SIGKILL: Lite is gone within 3 s.
 STOP_GRACE = 1
 _LOG_TAIL = 200
+# Outcomes told before the container was seen stopped.
+_MAY_STILL_RUN = frozenset({EndReason.CANCELLED, EndReason.LOST, EndReason.LAUNCH_FAILED})
 
 
 @dataclass(eq=False)
@@ -188,6 +190,8 @@ class DockerExecutor:
             if logs:
                 await self._ship_container_log(tracked)
             if not self._stopping:
+                if outcome.reason in _MAY_STILL_RUN:  # a forced remove would wait its grace
+                    await self._quietly(self.client.kill(tracked.ref))
                 await self._quietly(self.client.remove(tracked.ref))
         self._finish(tracked, outcome)
 
@@ -196,9 +200,9 @@ class DockerExecutor:
         image = await lifecycle.ensure_image(self.client, request)
         lifecycle.check_user(request, image)
         if tracked.cancelled is None:
-            tracked.ref = await lifecycle.create_and_start(
-                self.client, request.name, self._body(request)
-            )
+            body = self._body(request)
+            tracked.ref = await lifecycle.create(self.client, request.name, body)
+            await lifecycle.start(self.client, tracked.ref, request.name, body)
         if tracked.cancelled is not None or tracked.ref is None:
             return Outcome(EndReason.CANCELLED, None, f"cancelled: {tracked.cancelled}"), False
         waiting = lifecycle.Waiting(self.socket, self.settings.docker_outage_window)

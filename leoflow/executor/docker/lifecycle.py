@@ -92,20 +92,58 @@ def check_user(request: ContainerRequest, image: dict[str, Any]) -> None:
         ) from exc
 
 
-async def create_and_start(client: DockerClient, name: str, body: dict[str, Any]) -> str:
-    """The started container's id; an existing container of that name (this very try,
-    launched already) is used, never a second one."""
+# What the engine may refuse, the words it uses for it, and the task's setting behind it.
+_SETTINGS = (
+    ("Memory", ("memory",), "resources.limits.memory"),
+    ("NanoCpus", ("cpu",), "resources.limits.cpu"),
+    ("User", ("user", "uid", "gid"), "securityContext.runAsUser/runAsGroup (or the image's USER)"),
+    ("CapAdd", ("capabilit",), "securityContext.capabilities.add"),
+    ("ReadonlyRootfs", ("read-only", "readonly"), "task_pod_security.read_only_root_filesystem"),
+    ("Tmpfs", ("tmpfs", "mount"), "the pod's emptyDir volumes (tmpfs)"),
+    ("GroupAdd", ("group",), "securityContext.fsGroup/supplementalGroups"),
+    (
+        "SecurityOpt",
+        ("seccomp", "no-new-privileges"),
+        "securityContext.seccompProfile/allowPrivilegeEscalation",
+    ),
+)
+
+
+def refused_settings(body: dict[str, Any], message: str) -> str:
+    """The task's settings the engine's refusal names, with the values given."""
+    host: dict[str, Any] = body.get("HostConfig") or {}
+    given = {key: body.get(key, host.get(key)) for key, _, _ in _SETTINGS}
+    words = message.lower()
+    named = [
+        f"{setting} = {given[key]!r}"
+        for key, hints, setting in _SETTINGS
+        if given[key] not in (None, [], {}) and any(h in words for h in hints)
+    ]
+    return f" (the task's {'; '.join(named)})" if named else ""
+
+
+async def create(client: DockerClient, name: str, body: dict[str, Any]) -> str:
+    """The created container's id; an existing container of that name (this very try,
+    launched already) is used, never a second one. A refusal names the setting behind it."""
     try:
         ref = await client.create(name, body)
     except EngineError as exc:
         if exc.status != 409:
             raise _failed(
-                EndReason.LAUNCH_FAILED, f"the engine refused to create the container {name}: {exc}"
+                EndReason.LAUNCH_FAILED,
+                f"the engine refused to create the container {name}: {exc}"
+                + refused_settings(body, str(exc)),
             ) from exc
         ref = name
-    with _told(EndReason.LAUNCH_FAILED, lambda e: f"the engine could not start {name}: {e}"):
-        await client.start(ref)
     return ref
+
+
+async def start(client: DockerClient, ref: str, name: str, body: dict[str, Any]) -> None:
+    with _told(
+        EndReason.LAUNCH_FAILED,
+        lambda e: f"the engine could not start {name}: {e}" + refused_settings(body, str(e)),
+    ):
+        await client.start(ref)
 
 
 @dataclass

@@ -12,6 +12,7 @@ import pytest
 from leoflow.domain.reasons import EndReason
 from leoflow.executor.docker.client import _split_tag, demux, socket_path
 from leoflow.executor.docker.executor import _loopback
+from leoflow.executor.docker.lifecycle import refused_settings
 from leoflow.executor.docker.outcome import container_outcome
 from leoflow.executor.docker.owner import me, owner_gone
 
@@ -101,3 +102,16 @@ def test_image_references(image: str, split: tuple[str, str]) -> None:
 )
 def test_loopback_endpoints(endpoint: str, loopback: bool) -> None:
     assert _loopback(endpoint) is loopback
+
+
+def test_a_refusal_names_the_setting_behind_it() -> None:
+    body = {
+        "User": "65532",
+        "HostConfig": {"Memory": 1000, "CapDrop": ["ALL"], "CapAdd": ["NOT_A_CAP"]},
+    }
+    runc = "unable to set memory limit to 1000 (current usage: 2461696)"
+    assert refused_settings(body, runc) == " (the task's resources.limits.memory = 1000)"
+    cap = 'container create: "CAP_NOT_A_CAP": unknown capability'
+    assert "securityContext.capabilities.add = ['NOT_A_CAP']" in refused_settings(body, cap)
+    assert refused_settings(body, "no space left on device") == ""
+    assert refused_settings({"HostConfig": {}}, "memory") == "", "only settings given"
