@@ -335,3 +335,10 @@ def test_a_container_the_engine_refuses_fails_naming_the_setting(
     assert (state, reason) == ("failed", "launch_failed"), message
     assert "the task's resources.limits.memory = 1000" in str(message), message
     assert _left(docker_host, "dock_refused") == [], "the refused container was removed"
+
+
+def test_pros_scheduler_refuses_the_docker_executor(env: dict[str, str], leoflow: Leoflow) -> None:
+    env["LEOFLOW_EXECUTOR"] = "docker"
+    done = leoflow("scheduler", timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the docker executor is Lite's" in done.stderr
