@@ -60,6 +60,8 @@ def test_a_dag_runs_end_to_end_in_containers(
     docker_env: dict[str, str], leoflow: Leoflow, tmp_path: Path, docker_host: str, home: Path
 ) -> None:
     produce = "import json, os; json.dump(['a', 'b'], open(os.environ['LEOFLOW_OUTPUT'], 'w'))"
+    (home / "secrets").mkdir()
+    (home / "secrets" / "api_key").write_text("s3cr3t-in-a-container")
     dag = tmp_path / "dag.yaml"
     dag.write_text(
         f"""dag_id: dock_fan
@@ -68,7 +70,11 @@ tasks:
     command: [{IN_TASK}, "-c", {json.dumps(produce)}]
   left:
     depends_on: [produce]
-    command: 'echo "left got $LEOFLOW_INPUT_PRODUCE in $(hostname -s)"; echo left-line-2'
+    env: {{GREETING: hello}}
+    secrets: [api_key]
+    command: >-
+      echo "left got $LEOFLOW_INPUT_PRODUCE"; echo left-line-2; echo "$GREETING";
+      echo "secret $LEOFLOW_SECRET_API_KEY"; echo "agent vars: $(env | grep -c '^LEOFLOW_AGENT_')"
   right:
     depends_on: [produce]
     retries: 1
@@ -90,7 +96,12 @@ tasks:
     logs = leoflow("logs", "dock_fan", run_id, "left")
     assert logs.returncode == 0, logs.stderr
     assert any(line.startswith('left got ["a", "b"]') for line in logs.stdout.splitlines())
-    assert "left-line-2" in logs.stdout.splitlines()
+    lines = logs.stdout.splitlines()
+    assert "left-line-2" in lines and "hello" in lines, logs.stdout
+    # The per-task secret came through the agent, masked in the log; the agent's own
+    # bootstrap (endpoint, ticket) stays the agent's.
+    assert "secret ***" in lines and "s3cr3t-in-a-container" not in logs.stdout, logs.stdout
+    assert "agent vars: 0" in lines, logs.stdout
     first = leoflow("logs", "dock_fan", run_id, "right", "--try", "1")
     assert "try 1 fails" in first.stdout.splitlines()
     outputs = {str(t): o for t, o in _query(home, "select task_id, output from task_instances")}
