@@ -36,7 +36,6 @@ IGNORED_POD_FIELDS = frozenset(
         "schedulerName",
         "dnsPolicy",
         "enableServiceLinks",
-        "terminationGracePeriodSeconds",  # honoured as the stop grace, see ``stop_grace``
     }
 )
 IGNORED_CONTAINER_FIELDS = frozenset({"terminationMessagePath", "terminationMessagePolicy"})
@@ -194,8 +193,11 @@ def _image_uid(image_user: str) -> int | None:
 
 _METADATA = frozenset({"name", "namespace", "labels", "annotations"})  # namespace: a fieldRef
 _POD_FIELDS = frozenset(
-    {"restartPolicy", "automountServiceAccountToken", "securityContext", "containers", "volumes"}
-)
+    {
+        "restartPolicy", "automountServiceAccountToken", "securityContext", "containers",
+        "volumes", "terminationGracePeriodSeconds",  # the stop grace
+    }
+)  # fmt: skip
 _POD_SECURITY = frozenset(
     {"runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "supplementalGroups", "seccompProfile"}
 )
@@ -221,8 +223,7 @@ def _check_keys(
         if key in honoured:
             continue
         if key in ignorable:
-            if key != "terminationGracePeriodSeconds":
-                ignored.append(f"{path}.{key}")
+            ignored.append(f"{path}.{key}")
             continue
         why = _REFUSED_WHY.get(key, "not supported by the docker executor")
         raise TranslationError(f"{path}.{key}", why)
