@@ -81,7 +81,7 @@ class Settings(BaseModel):
     pools: dict[str, int] = Field(default_factory=dict)
 
     # --- scheduler
-    executor: Literal["subprocess", "agent", "kubernetes"] = "agent"
+    executor: Literal["subprocess", "agent", "kubernetes", "docker"] = "agent"
     # Lite run as root: run every task as this user (name or uid) instead of root.
     task_user: str | None = None
     scheduler_poll_interval: float = Field(1.0, gt=0)
@@ -133,6 +133,16 @@ class Settings(BaseModel):
     image_pull_secrets: Annotated[tuple[str, ...], NoDecode] = ()
     task_pod_security: TaskPodSecurity = Field(default_factory=TaskPodSecurity)
     task_pod_passthrough: Annotated[frozenset[str], NoDecode] = frozenset()
+
+    # --- docker executor (each Lite task in a container from the task pod's spec)
+    # The engine's Unix socket (unix:///path); unset, $DOCKER_HOST, else /var/run/docker.sock.
+    docker_host: str | None = None
+    # The network a task's container joins: "host" (its agent dials Lite's endpoint on
+    # loopback) or a network name, when agent_endpoint is an address reachable from it.
+    docker_network: str = "host"
+    # How long a container's wait rides out an engine that does not answer (restarting)
+    # before its try is failed as lost.
+    docker_outage_window: float = Field(60.0, gt=0)
     kube_qps: float = Field(20.0, gt=0)
     kube_burst: int = Field(40, gt=0)
     pod_gc_age: float = Field(300.0, ge=0)

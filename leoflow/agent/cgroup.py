@@ -19,6 +19,27 @@ from __future__ import annotations
 
 import os
 
+# Added to a task's oom_score_adj in a pod or container (raising it needs no privilege).
+OOM_SCORE_BOOST = 500
+
+
+def prefer_as_oom_victim(pid: int, *, in_container: bool | None = None) -> None:
+    """In a pod or container, make the task, not its agent, the kernel's choice when
+    their cgroup runs out of memory. The agent there is PID 1 and shares the task's
+    cgroup: killed, it takes the container and its OOM counter with it, and the try
+    ends as a bare SIGKILL (the engine's OOMKilled is false on cgroup v1 with runc).
+    Alive, it reads the counter and tells OOM. On a Lite host nothing changes."""
+    if not (os.environ.get("LEOFLOW_POD_NAME") if in_container is None else in_container):
+        return
+    path = f"/proc/{pid}/oom_score_adj"
+    try:
+        with open(path, "r+", encoding="ascii") as f:
+            current = int(f.read().strip() or 0)
+            f.seek(0)
+            f.write(str(min(1000, current + OOM_SCORE_BOOST)))
+    except (OSError, ValueError):
+        pass  # gone already, or a kernel without it: the counter still tells OOM
+
 
 class OomCounter:
     def __init__(self, path: str | None, looked_at: tuple[str, ...]) -> None:

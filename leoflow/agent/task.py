@@ -15,7 +15,7 @@ import signal
 import subprocess
 from typing import Any
 
-from leoflow.agent import nonblocking_spawn
+from leoflow.agent import cgroup, nonblocking_spawn
 from leoflow.agent.child import ChildProtocol
 from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import task_environment
@@ -272,6 +272,7 @@ class TaskRun:
             self.sup.close_oom_window(self)
             return await self._fail_before_start(*spawn_failure(exc, spec.argv[0], spec.cwd, user))
         self.pid = transport.get_pid()
+        cgroup.prefer_as_oom_victim(self.pid)
         if warden is not None and hook is None and warden.alive:
             warden.watch(self.pid)
             self._warden = warden

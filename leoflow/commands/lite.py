@@ -35,7 +35,7 @@ def cmd_lite(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     lite = sub.add_parser("lite", help="schedule a folder of DAGs on this host until stopped")
     lite.add_argument("--dags", help="DAG folder (default: LEOFLOW_DAGS_FOLDER or ./dags)")
-    lite.add_argument("--executor", choices=["agent", "subprocess"])
+    lite.add_argument("--executor", choices=["agent", "subprocess", "docker"])
     lite.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
     lite.add_argument("-v", "--verbose", action="store_true")
     lite.set_defaults(func=cmd_lite)

@@ -16,7 +16,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from leoflow.commands.common import EXIT_FAILED, EXIT_OK, load_target, run_async, settings_of
+from leoflow.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    load_target,
+    run_async,
+    settings_of,
+)
 
 if TYPE_CHECKING:
     from leoflow.domain.execution import Executor
@@ -44,6 +51,13 @@ async def _run_once(settings: Settings, args: argparse.Namespace, executor: str,
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
+    if executor == "docker":
+        from leoflow.runtime.engine import engine_problem
+
+        problem = await engine_problem(settings)
+        if problem is not None:  # at once, before the DAG loads or the store opens
+            print(f"leoflow run: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     async with early_agent(settings, executor) as (settings, agent):
         return await _load_and_run(settings, args, executor, conf, agent, stop, signals)
 
@@ -66,11 +80,12 @@ async def _load_and_run(
     from leoflow.domain.states import RUN_TERMINAL, RunState
     from leoflow.runtime.dagfolder import announce_ignored
     from leoflow.runtime.lite import STOPPED_MESSAGE, describe_killed, run_dag
+    from leoflow.runtime.parts import IMAGE_EXECUTORS
     from leoflow.secrets import DirectorySecrets
 
     settled()  # the run's imports are done (see agent.startup_gc)
     secrets = DirectorySecrets(settings.resolved_secrets_dir)
-    in_pods = executor == "kubernetes"
+    in_pods = executor in IMAGE_EXECUTORS
     options = load_options(
         executor,
         settings.task_pod_passthrough,
@@ -81,7 +96,7 @@ async def _load_and_run(
     loaded = load_target(args.target, Path(args.dags) if args.dags else None, options)
     if loaded is None:
         return EXIT_FAILED
-    if executor != "kubernetes":
+    if executor not in IMAGE_EXECUTORS:  # the translation says what a container ignores
         announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
     progress = Progress()
     order = topological_order(loaded.spec)  # all the final table needs of the spec
@@ -122,6 +137,6 @@ def add_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="run one DAG once, to completion, in this process")
     run.add_argument("target", help="a DAG file, or a dag_id found in --dags")
     run.add_argument("--dags", help="folder to look the dag_id up in (default ./dags)")
-    run.add_argument("--executor", choices=["agent", "subprocess", "kubernetes"])
+    run.add_argument("--executor", choices=["agent", "subprocess", "kubernetes", "docker"])
     run.add_argument("--conf", help="JSON object passed to the run")
     run.set_defaults(func=cmd_run, settles_gc=True)

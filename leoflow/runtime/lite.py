@@ -21,6 +21,7 @@ from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskSta
 from leoflow.runtime.assembly import Closer, Runtime, open_runtime
 from leoflow.runtime.dagfolder import DagFolderWatcher, record_dag, sync_dag_folder
 from leoflow.runtime.lease import StartupError
+from leoflow.runtime.parts import IMAGE_EXECUTORS
 from leoflow.scheduler.mirror import TaskMirror
 from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
@@ -131,13 +132,19 @@ async def serve(
     api: bool = True,
 ) -> None:
     """``leoflow lite``: schedule the folder's DAGs until SIGINT/SIGTERM."""
+    if executor_name == "docker":
+        from leoflow.runtime.engine import engine_problem
+
+        problem = await engine_problem(settings)
+        if problem is not None:
+            raise StartupError(problem)
     runtime = await open_runtime(settings, executor_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     secrets = DirectorySecrets(settings.resolved_secrets_dir)
-    in_pods = executor_name == "kubernetes"
+    in_pods = executor_name in IMAGE_EXECUTORS
     options = load_options(
         executor_name,
         settings.task_pod_passthrough,

@@ -16,10 +16,12 @@ from leoflow.secrets import DirectorySecrets, SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
 
-EXECUTORS = ("subprocess", "agent", "kubernetes")
+EXECUTORS = ("subprocess", "agent", "kubernetes", "docker")
 # Executors whose tasks run under `leoflow agent`: they need the agent endpoint
 # serving, and its address, before they launch anything.
-AGENT_EXECUTORS = frozenset({"agent", "kubernetes"})
+AGENT_EXECUTORS = frozenset({"agent", "kubernetes", "docker"})
+# Executors whose tasks run in images: a dbt task names its project where the image holds it.
+IMAGE_EXECUTORS = frozenset({"kubernetes", "docker"})
 
 
 def make_executor(settings: Settings, name: str, *, agent_endpoint: str | None = None) -> Executor:
@@ -36,6 +38,10 @@ def make_executor(settings: Settings, name: str, *, agent_endpoint: str | None =
         from leoflow.kube.executor import KubernetesExecutor
 
         return KubernetesExecutor(settings, agent_endpoint=agent_endpoint)
+    if name == "docker":
+        from leoflow.executor.docker.executor import DockerExecutor
+
+        return DockerExecutor(settings, agent_endpoint=agent_endpoint)
     raise ValueError(f"unknown executor {name!r} (expected one of: {', '.join(EXECUTORS)})")
 
 

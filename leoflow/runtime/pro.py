@@ -86,6 +86,13 @@ class SchedulerReplica:
 
 async def serve_scheduler(settings: Settings, *, executor_name: str | None = None) -> int:
     name = executor_name or settings.executor
+    if name == "docker":
+        print(
+            "leoflow scheduler: the docker executor is Lite's (leoflow run / leoflow lite): "
+            "its containers dial this one process; use executor kubernetes here",
+            file=sys.stderr,
+        )
+        return 2
     if name == "kubernetes" and not settings.token_signing_key:
         print(
             "leoflow scheduler: set LEOFLOW_TOKEN_SIGNING_KEY: every replica must verify "

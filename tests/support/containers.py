@@ -26,7 +26,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,3 +176,19 @@ def docker_host() -> Iterator[str]:
     finally:
         stop_service(service)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_podman_service(sock: Path) -> subprocess.Popen[bytes]:
+    """``podman system service`` on ``sock``, once it answers; the caller stops it."""
+    return start_service(sock)
+
+
+def containers(docker_host: str, label: str) -> list[dict[str, Any]]:
+    """The engine's containers (running or not) with ``label``."""
+    filters = '{"label": ["' + label + '"]}'
+    transport = httpx.HTTPTransport(uds=docker_host.removeprefix("unix://"))
+    with httpx.Client(transport=transport, base_url="http://engine", timeout=30) as client:
+        response = client.get(f"/v1.41/containers/json?all=true&filters={filters}")
+    response.raise_for_status()
+    result: list[dict[str, Any]] = response.json()
+    return result

@@ -167,7 +167,7 @@ def test_image_pull_secrets_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:
         ("LEOFLOW_PARALLELISM", "many", "parallelism"),
         ("LEOFLOW_PARALLELISM", "0", "parallelism"),
         ("LEOFLOW_DEFAULT_POOL_SLOTS", "-1", "default_pool_slots"),
-        ("LEOFLOW_EXECUTOR", "docker", "executor"),
+        ("LEOFLOW_EXECUTOR", "nomad", "executor"),
         ("LEOFLOW_LOG_FORMAT", "xml", "log_format"),
         ("LEOFLOW_HEARTBEAT_TIMEOUT", "soon", "heartbeat_timeout"),
         ("LEOFLOW_TASK_POD_SECURITY__FS_GROUP", "root", "task_pod_security.fs_group"),
