@@ -1,0 +1,129 @@
+"""What a dbt project may hold that the loader must not read: a FIFO, a device, a 300 MB
+seed, an oversized manifest. Each load runs in a child process with a timeout and an
+address-space cap (tests/support/dbt_load.py), so a regression fails the test instead
+of hanging the suite or eating the machine's memory; the child reports its peak RSS
+above what imports took. No dbt runs here: the project ships a fresh manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leoflow.dbt.files import MAX_MANIFEST_BYTES, MAX_PARSED_FILE_BYTES
+from tests.integration.dbt.test_project import MANIFEST, _dag
+from tests.support.dbt_load import load_in_child
+
+HANG_GUARD_S = 120.0  # a load that blocks on a FIFO never ends; a working one is quick
+
+
+def _project(tmp: Path) -> Path:
+    project = tmp / "mini"
+    for folder in ("models", "seeds", "target"):
+        (project / folder).mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("name: mini\nprofile: mini\n")
+    (project / "models" / "a.sql").write_text("select 1\n")
+    return project
+
+
+def _ship_manifest(project: Path) -> None:
+    shipped = project / "target" / "manifest.json"
+    shipped.write_text(json.dumps(MANIFEST))
+    stamp = time.time() + 60
+    os.utime(shipped, (stamp, stamp))  # newer than every file: used, no dbt parse
+
+
+def _load(tmp: Path, body: str = "") -> dict[str, Any]:
+    """Load ``tmp/dag.yaml`` in a child: its tasks or its error, and its RSS growth."""
+    return load_in_child(_dag(tmp, body), tmp / "cache", timeout=HANG_GUARD_S)
+
+
+@pytest.mark.parametrize("where", ["models/pipe.sql", "seeds/pipe.csv", "models/pipe.yml"])
+def test_a_fifo_in_the_project_is_refused_by_name_without_blocking(
+    tmp_path: Path, where: str
+) -> None:
+    project = _project(tmp_path)
+    _ship_manifest(project)
+    os.mkfifo(project / where)
+    result = _load(tmp_path)
+    assert "tasks" not in result
+    assert (
+        f"dbt.project_dir: dbt project file {project / where} is a FIFO (named pipe), "
+        in (result["error"])
+    )
+
+
+def test_a_model_symlinked_to_a_device_is_refused_naming_it_and_where_it_points(
+    tmp_path: Path,
+) -> None:
+    project = _project(tmp_path)
+    _ship_manifest(project)
+    (project / "models" / "zero.sql").symlink_to("/dev/zero")
+    result = _load(tmp_path)
+    assert (
+        f"dbt project file {project / 'models' / 'zero.sql'} is a character device "
+        f"(a symlink to /dev/zero), not a regular file" in result["error"]
+    )
+
+
+def test_a_300_mb_seed_is_not_read_and_a_symlinked_model_is_read_like_dbt_reads_it(
+    tmp_path: Path,
+) -> None:
+    project = _project(tmp_path)
+    shared = tmp_path / "shared.sql"
+    shared.write_text("select 2\n")
+    (project / "models" / "b.sql").symlink_to(shared)  # outside the project: followed
+    with open(project / "seeds" / "big.csv", "wb") as seed:
+        seed.write(b"id,name\n")
+        seed.truncate(300 << 20)  # sparse: 300 MB to read, nothing on disk
+    _ship_manifest(project)
+    result = _load(tmp_path)
+    assert result["tasks"] == ["dbt.a"]
+    # Reading the seed whole grew the process by its size (+311 MB measured).
+    assert result["grew_kb"] < 64 << 10
+
+
+def test_a_model_file_past_the_bound_is_refused_after_reading_at_most_the_bound(
+    tmp_path: Path,
+) -> None:
+    project = _project(tmp_path)
+    with open(project / "models" / "huge.sql", "wb") as model:
+        model.truncate(MAX_PARSED_FILE_BYTES + 1)
+    _ship_manifest(project)
+    result = _load(tmp_path)
+    assert (
+        f"dbt project file {project / 'models' / 'huge.sql'} holds more than "
+        f"{MAX_PARSED_FILE_BYTES:,} bytes, the limit for a file of a dbt project" in result["error"]
+    )
+    assert result["grew_kb"] < 64 << 10
+
+
+def test_a_manifest_past_the_bound_is_refused_unread_and_says_the_bound(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    _ship_manifest(project)
+    shipped = project / "target" / "manifest.json"
+    stamp = shipped.stat().st_mtime
+    with open(shipped, "r+b") as handle:
+        handle.truncate(MAX_MANIFEST_BYTES + 1)
+    os.utime(shipped, (stamp, stamp))
+    result = _load(tmp_path)
+    assert (
+        f"dbt.project_dir: {shipped} holds more than {MAX_MANIFEST_BYTES:,} bytes, the "
+        f"limit for a dbt manifest" in result["error"]
+    )
+    assert result["grew_kb"] < 64 << 10
+
+
+def test_profiles_yml_that_is_a_fifo_is_refused_at_profiles_dir(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    _ship_manifest(project)
+    (tmp_path / "profiles").mkdir()
+    os.mkfifo(tmp_path / "profiles" / "profiles.yml")
+    result = _load(tmp_path, "  profiles_dir: profiles\n")
+    assert (
+        f"dbt.profiles_dir: {tmp_path / 'profiles' / 'profiles.yml'} is a FIFO" in (result["error"])
+    )
