@@ -355,9 +355,7 @@ def dag_files(folder: Path) -> list[Path]:
     return sorted(
         p
         for p in folder.rglob("*")
-        if p.suffix in DAG_FILE_SUFFIXES
-        and p.is_file()
-        and not is_dbt_file(p, projects)
+        if p.suffix in DAG_FILE_SUFFIXES and p.is_file() and not is_dbt_file(p, projects)
     )
 
 

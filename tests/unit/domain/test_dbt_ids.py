@@ -98,7 +98,7 @@ def test_a_model_named_tests_never_takes_the_tests_task(tests: str) -> None:
         node("model", "Tests", package="crm"),
         node("test", "t", ["model.shop.tests"]),
     )
-    result = run(DbtSpec(project_dir="shop", tests=tests), data)  # type: ignore[arg-type]
+    result = run(DbtSpec(project_dir="shop", tests=tests), data)
     assert result.problems == []
     assert result.uids["dbt.shop.tests"] == "model.shop.tests"
     assert result.uids["dbt.crm.Tests"] == "model.crm.Tests"
