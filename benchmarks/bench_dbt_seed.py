@@ -24,22 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.integration.dbt.test_project import MANIFEST
 from tests.support.dbt_load import load_in_child
-
-MANIFEST = {
-    "metadata": {"project_name": "seedy"},
-    "nodes": {
-        "model.seedy.a": {
-            "resource_type": "model",
-            "name": "a",
-            "package_name": "seedy",
-            "fqn": ["seedy", "a"],
-            "depends_on": {"nodes": []},
-            "config": {"materialized": "table"},
-        }
-    },
-    "sources": {},
-}
 
 
 def build(root: Path, mb: int) -> Path:

@@ -87,34 +87,27 @@ def test_a_300_mb_seed_is_not_read_and_a_symlinked_model_is_read_like_dbt_reads_
     assert result["grew_kb"] < 64 << 10
 
 
-def test_a_model_file_past_the_bound_is_refused_after_reading_at_most_the_bound(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("where", "limit", "said"),
+    [
+        ("models/huge.sql", MAX_PARSED_FILE_BYTES, "dbt project file {path} holds more than "
+         "{limit:,} bytes, the limit for a file of a dbt project"),
+        ("target/manifest.json", MAX_MANIFEST_BYTES, "dbt.project_dir: {path} holds more than "
+         "{limit:,} bytes, the limit for a dbt manifest"),
+    ],
+)  # fmt: skip
+def test_a_file_past_its_bound_is_refused_unread_and_says_the_bound(
+    tmp_path: Path, where: str, limit: int, said: str
 ) -> None:
     project = _project(tmp_path)
-    with open(project / "models" / "huge.sql", "wb") as model:
-        model.truncate(MAX_PARSED_FILE_BYTES + 1)
     _ship_manifest(project)
+    stamp = (project / "target" / "manifest.json").stat().st_mtime
+    path = project / where
+    with open(path, "ab") as handle:
+        handle.truncate(limit + 1)  # sparse: nothing on disk
+    os.utime(path, (stamp, stamp))  # the shipped manifest stays fresh
     result = _load(tmp_path)
-    assert (
-        f"dbt project file {project / 'models' / 'huge.sql'} holds more than "
-        f"{MAX_PARSED_FILE_BYTES:,} bytes, the limit for a file of a dbt project" in result["error"]
-    )
-    assert result["grew_kb"] < 64 << 10
-
-
-def test_a_manifest_past_the_bound_is_refused_unread_and_says_the_bound(tmp_path: Path) -> None:
-    project = _project(tmp_path)
-    _ship_manifest(project)
-    shipped = project / "target" / "manifest.json"
-    stamp = shipped.stat().st_mtime
-    with open(shipped, "r+b") as handle:
-        handle.truncate(MAX_MANIFEST_BYTES + 1)
-    os.utime(shipped, (stamp, stamp))
-    result = _load(tmp_path)
-    assert (
-        f"dbt.project_dir: {shipped} holds more than {MAX_MANIFEST_BYTES:,} bytes, the "
-        f"limit for a dbt manifest" in result["error"]
-    )
+    assert said.format(path=path, limit=limit) in result["error"]
     assert result["grew_kb"] < 64 << 10
 
 
