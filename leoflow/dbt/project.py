@@ -253,11 +253,28 @@ def _read(path: Path, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
     data = _read_file(path, "project_dir", "a dbt manifest", limit)
     try:
         manifest = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ManifestError("project_dir", f"cannot read dbt manifest {path}: {exc}") from exc
     if not isinstance(manifest, dict) or "nodes" not in manifest:
         raise ManifestError("project_dir", f"{path} is not a dbt manifest (no 'nodes')")
+    problem = _shape_problem(manifest)
+    if problem is not None:
+        raise ManifestError("project_dir", f"{path} is not a dbt manifest: {problem}")
     return manifest
+
+
+def _shape_problem(manifest: Mapping[str, Any]) -> str | None:
+    """What the translation would trip on: nodes and sources must map ids to mappings."""
+    for key in ("nodes", "sources"):
+        section = manifest.get(key)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            return f"{key} is not a mapping"
+        for uid, node in section.items():
+            if not isinstance(node, dict):
+                return f"{key}.{uid} is not a mapping"
+    return None
 
 
 def _parse(project: Project, home: Path, env: dict[str, str]) -> None:

@@ -120,3 +120,24 @@ def test_profiles_yml_that_is_a_fifo_is_refused_at_profiles_dir(tmp_path: Path) 
     assert (
         f"dbt.profiles_dir: {tmp_path / 'profiles' / 'profiles.yml'} is a FIFO" in (result["error"])
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ('{"nodes": []}', "is not a dbt manifest: nodes is not a mapping"),
+        ('{"nodes": {"model.mini.a": 5}}', "is not a dbt manifest: nodes.model.mini.a is not a"),
+        ('{"nodes": {}, "sources": {"s": []}}', "is not a dbt manifest: sources.s is not a"),
+        ("[" * 200_000 + "]" * 200_000, "cannot read dbt manifest"),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_is_a_load_error_not_a_crash(
+    tmp_path: Path, content: str, said: str
+) -> None:
+    project = _project(tmp_path)
+    _ship_manifest(project)
+    shipped = project / "target" / "manifest.json"
+    stamp = shipped.stat().st_mtime
+    shipped.write_text(content)
+    os.utime(shipped, (stamp, stamp))
+    assert said in _load(tmp_path)["error"]
