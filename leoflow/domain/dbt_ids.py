@@ -12,12 +12,12 @@ system (macOS, Windows) cannot tell apart by case. So a node's id is made in ste
    unqualified one: a test ``x`` and a model ``x`` of a package named ``test``);
 3. an id longer than 200 characters keeps its start and a hash of the node's unique id.
 
-Nodes still sharing an id then (``order items`` and ``order_items`` in one package;
-``Orders`` and ``orders``) are a load error naming every one of them: as in Airflow,
-where two tasks of one id are a ``DuplicateTaskIdFound`` import error (Cosmos names
-its tasks ``<name>_run`` and leaves a clash to Airflow), a user renames a node or
-excludes it. Which id a node gets depends only on the nodes that clash with it, never
-on the selection order. Pure.
+Nodes still sharing an id then (``order$items`` and ``order_items`` in one package,
+both names dbt accepts; ``Orders`` and ``orders``) are a load error naming every one
+of them: as in Airflow, where two tasks of one id are a ``DuplicateTaskIdFound``
+import error (Cosmos names its tasks ``<name>_run`` and leaves a clash to Airflow), a
+user renames a node or excludes it. Which id a node gets depends only on the selected
+nodes that clash with it, never on the manifest's order. Pure.
 """
 
 from __future__ import annotations
