@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from leoflow.dagfile.dbt_owned import is_dbt_file
 from leoflow.dagfile.notify_secrets import missing_webhook_secrets
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
@@ -354,9 +355,7 @@ def dag_files(folder: Path) -> list[Path]:
     return sorted(
         p
         for p in folder.rglob("*")
-        if p.suffix in DAG_FILE_SUFFIXES
-        and p.is_file()
-        and not any(parent in projects for parent in p.parents)
+        if p.suffix in DAG_FILE_SUFFIXES and p.is_file() and not is_dbt_file(p, projects)
     )
 
 

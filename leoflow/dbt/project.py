@@ -4,16 +4,18 @@ Which manifest is used, first match wins:
 
 1. the cache: ``<cache>/<project key>/manifest-<fingerprint>.json``, where the
    fingerprint hashes the content of every file dbt reads to parse (``.sql``, ``.yml``,
-   ``.yaml``, ``.csv``, ``.py``, ``.md``, ``.jinja`` below the project, installed
-   packages included, ``target/`` and ``logs/`` left out), the profile target and the
-   dbt executable named;
+   ``.yaml``, ``.py``, ``.md``, ``.jinja`` below the project, installed packages
+   included, ``target/`` and ``logs/`` left out; a seed's ``.csv`` by its path), the
+   profile target and the dbt executable named;
 2. the project's own ``target/manifest.json`` when it is newer than every one of
    those files (a DAG image built with ``dbt parse`` ships one, and a scheduler image
    has no dbt to run);
 3. ``dbt parse``, run with its target and log paths in the cache (never in the
    project, which may be read-only), its result copied to the cache.
 
-The manifest is read as JSON only: dbt is never imported.
+The manifest is read as JSON only: dbt is never imported. Every file is read through
+``leoflow.dbt.files``: regular files only, each within a bound, or a ManifestError
+naming it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leoflow.dbt.files import (
+    MAX_MANIFEST_BYTES,
+    MAX_PARSED_FILE_BYTES,
+    RefusedFile,
+    digest_bounded,
+    read_bounded,
+    regular_stat,
+)
 from leoflow.dbt.image import image_paths
 from leoflow.dbt.wave import flock
 from leoflow.domain.dbt import Expansion, Paths, expand
@@ -41,6 +51,8 @@ SKIPPED_DIRS = frozenset({"target", "logs", ".git", "__pycache__", "node_modules
 # What a dbt parse needs to render profiles.yml when a secret is not at hand: parsing
 # reads no warehouse, so the value is never used.
 PARSE_SECRET_PLACEHOLDER = "leoflow-dbt-parse-placeholder"
+# In every fingerprint: a change to what slim_manifest keeps makes older caches unused.
+SLIM_FORMAT = "slim-2"
 
 
 def default_cache_dir() -> Path:
@@ -76,20 +88,32 @@ def parsed_files(project_dir: Path) -> Iterator[str]:
                 yield os.path.join(root, name)
 
 
-def fingerprint(project_dir: Path, extra: str = "") -> Fingerprint:
-    """Hash of every file dbt parses, in a stable order, plus ``extra``."""
-    digest = hashlib.sha256(extra.encode())
+def fingerprint(
+    project_dir: Path, extra: str = "", limit: int = MAX_PARSED_FILE_BYTES
+) -> Fingerprint:
+    """Hash of every file dbt parses, in a stable order, plus ``extra``.
+
+    A seed (``.csv``) counts by its path alone: its content changes nothing Leoflow
+    keeps of the manifest (``slim_manifest``), and a seed may be hundreds of MB. A
+    file that is not a regular file (a FIFO, a device, a symlink to one), or holds
+    more than ``limit`` bytes, is a ManifestError naming it: dbt could not parse it
+    either. A file removed meanwhile is left out (the next scan sees it gone)."""
+    digest = hashlib.sha256(f"{SLIM_FORMAT}\0{extra}".encode())
     newest = 0.0
     cut = len(str(project_dir)) + 1
     for path in parsed_files(project_dir):
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-                newest = max(newest, os.fstat(handle.fileno()).st_mtime)
+            if path.endswith(".csv"):
+                content, mtime = b"", regular_stat(path).st_mtime
+            else:
+                content, mtime = digest_bounded(path, limit, "a file of a dbt project")
+        except RefusedFile as exc:
+            raise ManifestError("project_dir", f"dbt project file {exc}") from exc
         except OSError:
             continue
+        newest = max(newest, mtime)
         digest.update(path[cut:].encode() + b"\0")
-        digest.update(hashlib.sha256(data).digest())
+        digest.update(content)
     return Fingerprint(digest.hexdigest(), newest)
 
 
@@ -149,16 +173,21 @@ def load_manifest(
     project: Project, cache_dir: Path, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The project's manifest as a dict; ManifestError names the field at fault."""
-    if not (project.project_dir / "dbt_project.yml").is_file():
+    try:
+        regular_stat(str(project.project_dir / "dbt_project.yml"))
+    except RefusedFile as exc:
+        raise ManifestError("project_dir", f"dbt project file {exc}") from exc
+    except OSError as exc:
         what = "does not exist" if not project.project_dir.exists() else "has no dbt_project.yml"
-        raise ManifestError("project_dir", f"dbt project {project.project_dir} {what}")
-    if project.profiles_dir is not None and not (project.profiles_dir / "profiles.yml").is_file():
-        raise ManifestError(
-            "profiles_dir", f"{project.profiles_dir} has no profiles.yml for the dbt project"
-        )
+        raise ManifestError("project_dir", f"dbt project {project.project_dir} {what}") from exc
     profiles = b""
     if project.profiles_dir is not None:
-        profiles = (project.profiles_dir / "profiles.yml").read_bytes()
+        profiles_yml = project.profiles_dir / "profiles.yml"
+        if not (profiles_yml.exists() or profiles_yml.is_symlink()):
+            raise ManifestError(
+                "profiles_dir", f"{project.profiles_dir} has no profiles.yml for the dbt project"
+            )
+        profiles = _read_file(profiles_yml, "profiles_dir", "a profiles.yml")
     extra = f"{project.target}\0{project.executable}\0{hashlib.sha256(profiles).hexdigest()}"
     print_ = fingerprint(project.project_dir, extra)
     home = cache_dir / project.key()
@@ -192,6 +221,7 @@ def _keep(manifest: dict[str, Any], home: Path, cached: Path) -> dict[str, Any]:
 
 _NODE_KEYS = (
     "resource_type", "name", "package_name", "fqn", "tags", "original_file_path", "source_name",
+    "version",
 )  # fmt: skip
 
 
@@ -210,15 +240,41 @@ def slim_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read_file(path: Path, field: str, what: str, limit: int = MAX_PARSED_FILE_BYTES) -> bytes:
     try:
-        with open(path, "rb") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError) as exc:
+        return read_bounded(str(path), limit, what)
+    except RefusedFile as exc:
+        raise ManifestError(field, str(exc)) from exc
+    except OSError as exc:
+        raise ManifestError(field, f"cannot read {path}: {exc}") from exc
+
+
+def _read(path: Path, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
+    data = _read_file(path, "project_dir", "a dbt manifest", limit)
+    try:
+        manifest = json.loads(data)
+    except (ValueError, RecursionError) as exc:
         raise ManifestError("project_dir", f"cannot read dbt manifest {path}: {exc}") from exc
-    if not isinstance(data, dict) or "nodes" not in data:
+    if not isinstance(manifest, dict) or "nodes" not in manifest:
         raise ManifestError("project_dir", f"{path} is not a dbt manifest (no 'nodes')")
-    return data
+    problem = _shape_problem(manifest)
+    if problem is not None:
+        raise ManifestError("project_dir", f"{path} is not a dbt manifest: {problem}")
+    return manifest
+
+
+def _shape_problem(manifest: Mapping[str, Any]) -> str | None:
+    """What the translation would trip on: nodes and sources must map ids to mappings."""
+    for key in ("nodes", "sources"):
+        section = manifest.get(key)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            return f"{key} is not a mapping"
+        for uid, node in section.items():
+            if not isinstance(node, dict):
+                return f"{key}.{uid} is not a mapping"
+    return None
 
 
 def _parse(project: Project, home: Path, env: dict[str, str]) -> None:

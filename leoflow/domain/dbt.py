@@ -9,7 +9,8 @@ independent of dbt's version.
 What becomes a task:
 
 - every selected model, seed and snapshot: ``dbt.<name>`` (``dbt.<package>.<name>``
-  when two packages share a name); ephemeral models are not run by dbt on their
+  when two packages share a name; ``leoflow.domain.dbt_ids`` says which id exactly,
+  and refuses two nodes in one task); ephemeral models are not run by dbt on their
   own, so they are no task and their children depend on what they depend on;
 - with ``tests: after_model`` every test whose parents are all selected:
   ``dbt.test.<name>``, after its parents. A model's children also wait for the
@@ -31,16 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from leoflow.domain.dbt_compact import compact_graph, compact_problem
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
+from leoflow.domain.dbt_ids import TESTS_TASK, task_ids
 from leoflow.domain.dbt_resolved import DbtResolution
 from leoflow.domain.dbt_waves import plan_waves
 
-TASK_PREFIX = "dbt."
-TESTS_TASK = "dbt.tests"
 RUNNABLE = ("model", "seed", "snapshot")
 # What dbt calls to build each kind of node alone.
 _VERB = {"model": "run", "seed": "seed", "snapshot": "snapshot", "test": "test"}
 _SOURCE_KEY = re.compile(r"^source:[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class DbtSpec(BaseModel):
@@ -142,23 +141,6 @@ class Paths:
 
 
 # ----------------------------------------------------------------------- expansion
-
-
-def _task_ids(graph: Graph, uids: Iterable[str]) -> dict[str, str]:
-    """uid -> task id: dbt.<name>, package-qualified where two packages share a name."""
-    uids = sorted(uids)
-    by_name: dict[str, list[str]] = {}
-    for uid in uids:
-        by_name.setdefault(graph.name(uid), []).append(uid)
-    out: dict[str, str] = {}
-    for name, group in by_name.items():
-        for uid in group:
-            is_test = graph.resource_type(uid) == "test"
-            label = name
-            if len(group) > 1:
-                label = f"{graph.nodes[uid].get('package_name')}.{name}"
-            out[uid] = _UNSAFE.sub("_", (TASK_PREFIX + "test." if is_test else TASK_PREFIX) + label)
-    return out
 
 
 def _select_arg(graph: Graph, uid: str) -> str:
@@ -316,7 +298,8 @@ def expand(
     if out.problems:
         return out
 
-    ids = _task_ids(graph, selected | (tests if spec.tests == "after_model" else set()))
+    ids, clashes = task_ids(graph, selected | (tests if spec.tests == "after_model" else set()))
+    out.problems.extend(clashes)
     for uid, task_id in ids.items():
         if task_id in ordinary:
             out.problems.append(

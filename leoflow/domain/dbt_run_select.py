@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from leoflow.domain.dag import DagSpec
-from leoflow.domain.dbt import TESTS_TASK
 from leoflow.domain.dbt_compact import graph_of
 from leoflow.domain.dbt_graph import SelectorError, select
+from leoflow.domain.dbt_ids import TESTS_TASK
 from leoflow.domain.dbt_waves import ENV_WAVE
 
 CONF_SELECT = "dbt_select"
