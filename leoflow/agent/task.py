@@ -21,6 +21,7 @@ from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import task_environment
 from leoflow.agent.lifeline import lifeline
 from leoflow.agent.logship import LogShipper
+from leoflow.agent.masking import Secrets
 from leoflow.agent.outcome import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
@@ -86,6 +87,7 @@ class TaskRun:
         self._escalate = False
         self.reason_path = ""
         self.files: TaskFiles | None = None
+        self.secrets = Secrets(())  # what never leaves the agent unmasked, once resolved
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -208,6 +210,7 @@ class TaskRun:
                     EXIT_SETUP_FAILED, f"secret {name!r} could not be resolved: {why}"
                 )
             secrets[secret_env_name(name)] = resolved.value
+        self.secrets = Secrets(secrets.values())
         env = task_environment(self.sup.base_env, spec.env, secrets)
         if spec.output_limit_bytes > 0 or spec.inputs:
             self.files = TaskFiles(spec.inputs, spec.output_limit_bytes, self.sup.task_user)
@@ -228,7 +231,7 @@ class TaskRun:
             )
 
         loop = asyncio.get_running_loop()
-        shipper = LogShipper(self.sup.channel, lambda: self.token, self.label, secrets.values())
+        shipper = LogShipper(self.sup.channel, lambda: self.token, self.label, self.secrets)
         user = self.sup.task_user
         as_user: dict[str, Any] = {}
         if user is not None:
@@ -339,7 +342,7 @@ class TaskRun:
     ) -> int:
         signum = -returncode if returncode < 0 else 0
         exit_code = 128 + signum if signum else returncode
-        reason = take_reason(self.reason_path) if self.reason_path else ""
+        reason = take_reason(self.reason_path, self.secrets.text) if self.reason_path else ""
         oom = False
         if oom_before is not None and oom_after is not None and oom_after > oom_before:
             # Alone in the cgroup, any rise is ours. Sharing it, the rise is ours when we
@@ -378,7 +381,7 @@ class TaskRun:
         return exit_code
 
     async def _fail_before_start(self, exit_code: int, message: str) -> int:
-        warn(f"{self.label}: {message}")
+        warn(f"{self.label}: {self.secrets.text(message)}")
         await self._report(exit_code, message, not_started=True)
         return exit_code
 
@@ -393,6 +396,8 @@ class TaskRun:
         output: str | None = None,
         output_error: str = "",
     ) -> None:
+        # The last of what the command made (its exit reason, its output) leaves here.
+        message, output, output_error = self.secrets.completion(message, output, output_error)
         request = pb.CompleteRequest(
             exit_code=exit_code,
             oom_killed=oom_killed,
