@@ -79,6 +79,8 @@ from leoflow.agent.environment import (
 from leoflow.agent.scratch import SCRATCH
 from leoflow.agent.startup_gc import settled
 from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
+from leoflow.agent.task_uids import ENV as TASK_UIDS_ENV
+from leoflow.agent.task_uids import TaskUids, UidRangeError, parse_uid_range
 from leoflow.agent.warden import Warden
 
 _USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
@@ -136,10 +138,18 @@ def run(argv: list[str]) -> int:
         except TaskUserError as exc:
             warn(f"LEOFLOW_AGENT_TASK_USER: {exc}")
             return EXIT_USAGE
+    uids = None
+    if uid_spec := os.environ.get(TASK_UIDS_ENV, ""):
+        try:
+            uids = TaskUids(*parse_uid_range(uid_spec))
+        except UidRangeError as exc:
+            warn(f"{TASK_UIDS_ENV}: {exc}")
+            return EXIT_USAGE
     base = base_environment(os.environ, user) if pool else container_environment(os.environ, user)
     settings = dict(
         base_env=base,
         task_user=user,
+        task_uids=uids,
         endpoint=endpoint,
         credentials=credentials,
         connect_timeout=connect_timeout,
@@ -190,6 +200,7 @@ def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
         on_event=on_event,
         base_env=settings["base_env"],
         task_user=settings["task_user"],
+        task_uids=settings["task_uids"],
     )
     sup.install_signal_handlers()
     return sup

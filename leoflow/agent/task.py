@@ -42,6 +42,7 @@ from leoflow.agent.outcome import (
 )
 from leoflow.agent.outputs import TaskFiles
 from leoflow.agent.supervisor import Heartbeats, Supervisor
+from leoflow.agent.task_uids import own_files
 from leoflow.agent.warden import Warden
 from leoflow.protocol.agent_v1 import pb
 
@@ -88,6 +89,7 @@ class TaskRun:
         self.reason_path = ""
         self.files: TaskFiles | None = None
         self.secrets = Secrets(())  # what never leaves the agent unmasked, once resolved
+        self.uid: int | None = None  # its own, from LEOFLOW_TASK_UIDS
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -194,6 +196,8 @@ class TaskRun:
             self.sup.runs.discard(self)
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
+            if self.uid is not None and self.sup.task_uids is not None:
+                await self.sup.task_uids.release(self.uid)  # nothing of it outlives it
             if self.files is not None:
                 self.files.remove(later=True)
 
@@ -212,8 +216,13 @@ class TaskRun:
             secrets[secret_env_name(name)] = resolved.value
         self.secrets = Secrets(secrets.values())
         env = task_environment(self.sup.base_env, spec.env, secrets)
-        if spec.output_limit_bytes > 0 or spec.inputs:
-            self.files = TaskFiles(spec.inputs, spec.output_limit_bytes, self.sup.task_user)
+        user = self.sup.task_user
+        if (uids := self.sup.task_uids) is not None:
+            if (uid := uids.take()) is None:
+                return await self._fail_before_start(EXIT_SETUP_FAILED, uids.exhausted())
+            self.uid, user = uid, uids.user(uid)
+        if spec.output_limit_bytes > 0 or spec.inputs or self.uid is not None:
+            self.files = TaskFiles(spec.inputs, spec.output_limit_bytes, user)
             try:
                 env.update(self.files.prepare())
             except OSError as exc:
@@ -232,12 +241,17 @@ class TaskRun:
 
         loop = asyncio.get_running_loop()
         shipper = LogShipper(self.sup.channel, lambda: self.token, self.label, self.secrets)
-        user = self.sup.task_user
         as_user: dict[str, Any] = {}
         if user is not None:
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
         # A command may say why it failed in a line of its own (the dbt wrapper does).
         self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = reason_path()
+        if user is not None and self.uid is not None and self.files is not None:
+            # All its own, in its own directory.
+            self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = own_files(
+                env, self.files.root, user
+            )
+            as_user["umask"] = 0o077
         oom_before = self.sup.sample_oom(self)
         warden = self.sup.warden
         argv, hook = lifeline(

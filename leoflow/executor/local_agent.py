@@ -295,4 +295,6 @@ def agent_environment(settings: Settings, source: dict[str, str] | None = None) 
     env["GRPC_ENABLE_FORK_SUPPORT"] = "0"
     if settings.task_user:
         env["LEOFLOW_AGENT_TASK_USER"] = settings.task_user
+    if settings.task_uids:
+        env["LEOFLOW_AGENT_TASK_UIDS"] = settings.task_uids
     return env
