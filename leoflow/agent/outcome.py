@@ -128,5 +128,18 @@ def exit_description(exit_code: int, signum: int) -> str:
     return f"exited with code {exit_code}" if exit_code else ""
 
 
+def exit_message(exit_code: int, signum: int, reason: str, forwarded: int | None) -> str:
+    """How a command that ran to its end ended: the reason it gave, then the exit; and
+    whether it was stopped by a signal the agent passed on."""
+    message = exit_description(exit_code, signum)
+    if reason and exit_code:
+        message = f"{reason} ({message})"
+    if forwarded is not None:
+        message = f"the agent received {signal_name(forwarded)} and forwarded it; " + (
+            message or "the command exited with code 0"
+        )
+    return message
+
+
 def warn(message: str) -> None:
     print(f"leoflow agent: {message}", file=sys.stderr, flush=True)

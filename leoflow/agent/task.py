@@ -30,7 +30,7 @@ from leoflow.agent.outcome import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     OOM_MESSAGE,
-    exit_description,
+    exit_message,
     format_duration,
     own_program,
     reason_path,
@@ -196,8 +196,7 @@ class TaskRun:
             self.sup.runs.discard(self)
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
-            if self.uid is not None and self.sup.task_uids is not None:
-                await self.sup.task_uids.release(self.uid)  # nothing of it outlives it
+            await self._release_uid()
             if self.files is not None:
                 self.files.remove(later=True)
 
@@ -218,7 +217,7 @@ class TaskRun:
         env = task_environment(self.sup.base_env, spec.env, secrets)
         user = self.sup.task_user
         if (uids := self.sup.task_uids) is not None:
-            if (uid := uids.take()) is None:
+            if (uid := await uids.take()) is None:
                 return await self._fail_before_start(EXIT_SETUP_FAILED, uids.exhausted())
             self.uid, user = uid, uids.user(uid)
         if spec.output_limit_bytes > 0 or spec.inputs or self.uid is not None:
@@ -370,13 +369,8 @@ class TaskRun:
         elif self.cancel_reason is not None:
             message = f"cancelled: {self.cancel_reason}"
         else:
-            message = exit_description(exit_code, signum)
-            if reason and exit_code:
-                message = f"{reason} ({message})"
-            if self.forwarded is not None:
-                message = f"the agent received {signal_name(self.forwarded)} and forwarded it; " + (
-                    message or "the command exited with code 0"
-                )
+            message = exit_message(exit_code, signum, reason, self.forwarded)
+        await self._release_uid()  # nothing of the try runs once its end is told
         output, output_error = None, ""
         ended_well = not (oom or self.timed_out or self.cancel_reason or exit_code)
         if ended_well and self.files is not None:
@@ -393,6 +387,11 @@ class TaskRun:
             output_error=output_error,
         )
         return exit_code
+
+    async def _release_uid(self) -> None:
+        uid, self.uid = self.uid, None
+        if uid is not None and self.sup.task_uids is not None:
+            await self.sup.task_uids.release(uid)
 
     async def _fail_before_start(self, exit_code: int, message: str) -> int:
         warn(f"{self.label}: {self.secrets.text(message)}")

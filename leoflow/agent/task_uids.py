@@ -11,8 +11,9 @@ with mode 0700, and the command starts with umask 077.
 
 A uid goes back into the range only once nothing runs under it any more: whatever
 the try left behind (a daemon that escaped its process group) is killed first, so a
-later try given the same uid cannot meet it. Uids are handed out least recently
-used first. Stdlib only.
+later try given the same uid cannot meet it; before a uid is handed out again, what
+it owns at the top of ``/tmp``, ``/var/tmp`` and ``/dev/shm`` is removed too. Uids
+are handed out least recently used first. Stdlib only.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ import asyncio
 import collections
 import contextlib
 import os
+import shutil
 import signal
 
 from leoflow.agent.environment import TaskUser
 
 ENV = "LEOFLOW_AGENT_TASK_UIDS"
 _KILL_ROUNDS = 50  # a uid whose processes outlive this many sweeps is not reused
+# Where any uid may leave files that a later holder of the same uid could read.
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 class UidRangeError(ValueError):
@@ -58,9 +62,15 @@ class TaskUids:
             "range to at least the number of tasks Lite runs at once"
         )
 
-    def take(self) -> int | None:
-        """A free uid, or None when every one is in use."""
-        return self._free.popleft() if self._free else None
+    async def take(self) -> int | None:
+        """A free uid with nothing left of an earlier holder (a process, a file in the
+        shared temporary directories), or None when every one is in use."""
+        while self._free:
+            uid = self._free.popleft()
+            # A Lite killed with -9 may have left one; so may a try of this agent.
+            if await asyncio.to_thread(_clean, uid):
+                return uid
+        return None
 
     async def release(self, uid: int) -> None:
         """Kill what still runs under ``uid`` (off the loop), then free it."""
@@ -80,6 +90,30 @@ def own_files(env: dict[str, str], root: str, user: TaskUser) -> str:
     make the file first and read what is written to it)."""
     env.update(HOME=root, TMPDIR=root, USER=user.name, LOGNAME=user.name, SHELL=user.shell)
     return os.path.join(root, ".exit-reason")
+
+
+def _clean(uid: int) -> bool:
+    if not kill_all_of(uid):
+        return False
+    remove_files_of(uid)
+    return True
+
+
+def remove_files_of(uid: int, places: tuple[str, ...] = SHARED_TMP) -> None:
+    """Remove what ``uid`` owns at the top of the shared temporary directories."""
+    for place in places:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
 
 
 def kill_all_of(uid: int) -> bool:

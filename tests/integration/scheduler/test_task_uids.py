@@ -6,6 +6,7 @@ with one user for all (``task_user``) the environment is readable, as the README
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,7 +23,6 @@ from leoflow.domain.states import RunState
 from tests.integration.scheduler.test_task_isolation import runtime
 
 __all__ = ["runtime"]  # the fixture: Lite's runtime on a private home
-
 
 
 def _python_anyone_runs() -> str:
@@ -122,7 +122,7 @@ def _need_root() -> None:
 async def _peer_report(runtime: Any, tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     # Both tasks, whatever their uid, meet here (pytest's tmp_path is root's alone).
     meet = Path(tempfile.mkdtemp(prefix="leoflow-meet-"))
-    meet.chmod(0o777)
+    os.chmod(meet, 0o777)
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "api_key").write_text(SECRET)
     try:
@@ -182,3 +182,50 @@ def test_kill_all_of_leaves_nothing_running_under_a_uid() -> None:
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
+
+
+LEAVER = """
+ls /tmp/leoflow-left-by-a-try 2>/dev/null && echo SEEN
+setsid sleep 600 >/dev/null 2>&1 < /dev/null &
+echo $! > "$1/daemon-$LEOFLOW_RUN_ID"
+echo secret > /tmp/leoflow-left-by-a-try
+"""
+
+
+async def test_what_a_try_leaves_under_its_uid_is_gone_before_the_uid_is_reused(
+    runtime: Any, tmp_path: Path
+) -> None:
+    _need_root()
+    meet = Path(tempfile.mkdtemp(prefix="leoflow-meet-"))
+    os.chmod(meet, 0o777)
+    try:
+        rt = await runtime(
+            f"dag_id: leaves\ntasks:\n  t:\n    command: [/bin/sh, -c, {json.dumps(LEAVER)}, sh,"
+            f" {json.dumps(str(meet))}]\n",
+            task_uids="61190-61190",  # one uid: every try gets the same one
+        )
+        for number in (1, 2):
+            row = await rt.scheduler.trigger("leaves")
+            final = await rt.scheduler.wait_run(row.pk)
+            (ti,) = await rt.store.list_task_instances(run_pk=row.pk)
+            log = await rt.store.read_log(ti.pk, 1)
+            assert final.state is RunState.SUCCESS, log
+            # The daemon that left the try's process group was killed as the try ended.
+            (daemon,) = [p for p in meet.iterdir() if p.name == f"daemon-{final.run_id}"]
+            pid = int(daemon.read_text())
+            assert not _running(pid), f"try {number} left {pid} running"
+            # The second try (same uid) never saw the file the first left in /tmp.
+            assert b"SEEN" not in log, number
+    finally:
+        shutil.rmtree(meet)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink("/tmp/leoflow-left-by-a-try")
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except FileNotFoundError:
+        return False
+    return text[text.rindex(b")") + 2 : text.rindex(b")") + 3] not in (b"Z", b"X")
