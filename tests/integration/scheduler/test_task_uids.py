@@ -6,6 +6,7 @@ with one user for all (``task_user``) the environment is readable, as the README
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -211,8 +212,7 @@ async def test_what_a_try_leaves_under_its_uid_is_gone_before_the_uid_is_reused(
             log = await rt.store.read_log(ti.pk, 1)
             assert final.state is RunState.SUCCESS, log
             # The daemon that left the try's process group was killed as the try ended.
-            (daemon,) = [p for p in meet.iterdir() if p.name == f"daemon-{final.run_id}"]
-            pid = int(daemon.read_text())
+            pid = await asyncio.to_thread(_daemon_pid, meet / f"daemon-{final.run_id}")
             assert not _running(pid), f"try {number} left {pid} running"
             # The second try (same uid) never saw the file the first left in /tmp.
             assert b"SEEN" not in log, number
@@ -220,6 +220,10 @@ async def test_what_a_try_leaves_under_its_uid_is_gone_before_the_uid_is_reused(
         shutil.rmtree(meet)
         with contextlib.suppress(FileNotFoundError):
             os.unlink("/tmp/leoflow-left-by-a-try")
+
+
+def _daemon_pid(path: Path) -> int:
+    return int(path.read_text())
 
 
 def _running(pid: int) -> bool:
