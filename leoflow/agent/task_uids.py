@@ -138,7 +138,7 @@ def _processes_of(uid: int) -> list[int]:
             with open(f"/proc/{name}/status", "rb") as status:
                 for line in status:
                     if line.startswith(b"Uid:"):
-                        if str(uid).encode() in line.split()[1:4] and not _zombie(name):
+                        if str(uid).encode() in line.split()[1:4] and running(int(name)):
                             found.append(int(name))
                         break
         except OSError:  # gone meanwhile
@@ -146,11 +146,11 @@ def _processes_of(uid: int) -> list[int]:
     return found
 
 
-def _zombie(pid: str) -> bool:
-    """A zombie needs no kill, only its parent's wait (the agent's, or init's)."""
+def running(pid: int) -> bool:
+    """Alive and not a zombie: a zombie needs no kill, only its parent's wait."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             text = stat.read()
     except OSError:
-        return True
-    return text[text.rindex(b")") + 2 : text.rindex(b")") + 3] in (b"Z", b"X")
+        return False
+    return text[text.rindex(b")") + 2 : text.rindex(b")") + 3] not in (b"Z", b"X")

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from leoflow.agent.task_uids import kill_all_of
+from leoflow.agent.task_uids import kill_all_of, running
 from leoflow.domain.states import RunState
 from tests.integration.scheduler.test_task_isolation import runtime
 
@@ -213,7 +213,7 @@ async def test_what_a_try_leaves_under_its_uid_is_gone_before_the_uid_is_reused(
             assert final.state is RunState.SUCCESS, log
             # The daemon that left the try's process group was killed as the try ended.
             pid = await asyncio.to_thread(_daemon_pid, meet / f"daemon-{final.run_id}")
-            assert not _running(pid), f"try {number} left {pid} running"
+            assert not running(pid), f"try {number} left {pid} running"
             # The second try (same uid) never saw the file the first left in /tmp.
             assert b"SEEN" not in log, number
     finally:
@@ -224,12 +224,3 @@ async def test_what_a_try_leaves_under_its_uid_is_gone_before_the_uid_is_reused(
 
 def _daemon_pid(path: Path) -> int:
     return int(path.read_text())
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            text = stat.read()
-    except FileNotFoundError:
-        return False
-    return text[text.rindex(b")") + 2 : text.rindex(b")") + 3] not in (b"Z", b"X")
