@@ -213,7 +213,7 @@ class TaskRun:
                     EXIT_SETUP_FAILED, f"secret {name!r} could not be resolved: {why}"
                 )
             secrets[secret_env_name(name)] = resolved.value
-        self.secrets = Secrets(secrets.values())
+        self.secrets = Secrets.of(secrets.values())
         env = task_environment(self.sup.base_env, spec.env, secrets)
         user = self.sup.task_user
         if (uids := self.sup.task_uids) is not None:
