@@ -36,7 +36,9 @@ loopback), ``LEOFLOW_AGENT_TICKET`` (single mode; removed from the command's env
 ``LEOFLOW_AGENT_KILL_GRACE`` (seconds between SIGTERM and SIGKILL on timeout or
 cancellation, default 10), ``LEOFLOW_CGROUP_ROOT`` (default /sys/fs/cgroup),
 ``LEOFLOW_AGENT_TASK_USER`` (a user name or uid: run every command as that user, with
-its groups and HOME; needs an agent running as root), ``LEOFLOW_SCRATCH_DIR`` (where
+its groups and HOME; needs an agent running as root), ``LEOFLOW_AGENT_TASK_UIDS``
+(``START-END``: each command its own uid from the range, ``leoflow.agent.task_uids``;
+root too), ``LEOFLOW_SCRATCH_DIR`` (where
 tries' input and output files go, default ``TMPDIR``; Lite gives its pool agent a
 private one and removes it when the agent ends).
 
@@ -44,8 +46,8 @@ A command's environment is built, never inherited (``leoflow.agent.environment``
 pool mode the documented base (PATH, HOME, LANG, ...) taken from ours; in single mode
 (a pod) the container's environment without any ``LEOFLOW_*`` variable. Then the
 task's env and context variables, then its secrets. Secret values are masked as
-``***`` in the output before it is shipped (``leoflow.agent.masking``). Each command
-gets SIGKILL when the agent dies (``leoflow.agent.lifeline``).
+``***`` in its log, message and output before they are sent (``leoflow.agent.masking``).
+Each command gets SIGKILL when the agent dies (``leoflow.agent.lifeline``).
 
 Exit codes besides the command's own: 2 usage, 3 control plane unreachable,
 4 ticket or session refused, 5 task setup failed (a secret, the working directory, a

@@ -72,6 +72,12 @@ class LocalAgentExecutor:
         self.endpoint_dir = endpoint_dir
         if settings.task_user:
             resolve_task_user(settings.task_user)  # an unknown user stops Lite at start
+            log.warning(
+                "every task runs as %r: a task can read the environment (its secrets) "
+                "and files of another running at the same time; LEOFLOW_TASK_UIDS gives "
+                "each task its own uid instead",
+                settings.task_user,
+            )
         # Where the agent dials; None only when the endpoint could not be served.
         self.agent_endpoint = agent_endpoint
         self._report: Report | None = None
