@@ -41,6 +41,7 @@ from leoflow.agent.outcome import (
     warn,
 )
 from leoflow.agent.outputs import TaskFiles
+from leoflow.agent.secret_values import resolve_secrets
 from leoflow.agent.supervisor import Heartbeats, Supervisor
 from leoflow.agent.task_uids import own_files
 from leoflow.agent.warden import Warden
@@ -201,18 +202,9 @@ class TaskRun:
                 self.files.remove(later=True)
 
     async def _run_command(self, spec: Any) -> int:
-        secrets: dict[str, str] = {}
-        for name in spec.secret_names:
-            try:
-                resolved = await self.sup.channel.call(
-                    "resolve_secret", pb.ResolveSecretRequest(name=name), self.token
-                )
-            except (Refused, Unreachable) as exc:
-                why = exc.details if isinstance(exc, Refused) else str(exc)
-                return await self._fail_before_start(
-                    EXIT_SETUP_FAILED, f"secret {name!r} could not be resolved: {why}"
-                )
-            secrets[secret_env_name(name)] = resolved.value
+        secrets, unresolved = await resolve_secrets(self.sup.channel, self.token, spec.secret_names)
+        if unresolved:
+            return await self._fail_before_start(EXIT_SETUP_FAILED, unresolved)
         self.secrets = Secrets.of(secrets.values())
         env = task_environment(self.sup.base_env, spec.env, secrets)
         user = self.sup.task_user
