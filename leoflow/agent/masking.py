@@ -45,6 +45,9 @@ class Secrets:
         for form in forms:
             if len(form) > _HEAD:
                 self._by_head.setdefault(form[:_HEAD], []).append(form)
+        # Where a longer form may start: found by the engine, not a loop over bytes.
+        heads = set(self._by_head)
+        self._head_pattern = re.compile(trie_pattern(heads)) if heads else None
 
     @staticmethod
     def of(values: Iterable[str]) -> Secrets:
@@ -67,15 +70,17 @@ class Secrets:
         """Where the end of ``buffer`` that could still grow into a form begins
         (``len(buffer)`` when no end could)."""
         size = len(buffer)
-        for start in range(max(0, size - self.longest + 1), size):
-            tail = buffer[start:]
-            if len(tail) < _HEAD:
-                if tail in self._heads:
-                    return start
-            elif any(
-                len(f) > len(tail) and f.startswith(tail)
-                for f in self._by_head.get(tail[:_HEAD], ())
-            ):
+        pos = max(0, size - self.longest + 1)
+        while self._head_pattern is not None:
+            match = self._head_pattern.search(buffer, pos)
+            if match is None:
+                break
+            tail = buffer[match.start() :]
+            if any(len(f) > len(tail) and f.startswith(tail) for f in self._by_head[tail[:_HEAD]]):
+                return match.start()
+            pos = match.start() + 1
+        for start in range(max(0, size - _HEAD + 1), size):
+            if buffer[start:] in self._heads:
                 return start
         return size
 
