@@ -201,3 +201,35 @@ def test_property_no_chunking_lets_a_secret_through(secret: str, data: st.DataOb
     assert chunked == at_once
     for form in _encoded_forms(secret):
         assert form.strip(b"\"'") not in chunked, form
+
+
+def _json_values(secret: str) -> st.SearchStrategy[object]:
+    holding = st.builds(lambda a, b: a + secret + b, st.text(max_size=5), st.text(max_size=5))
+    strings = st.one_of(st.text(max_size=8), holding)
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), strings)
+    return st.recursive(
+        leaves,
+        lambda kids: st.one_of(
+            st.lists(kids, max_size=4), st.dictionaries(strings, kids, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    secret=st.text(min_size=MIN_MASKED_LENGTH, max_size=16).filter(lambda s: "*" not in s),
+    data=st.data(),
+)
+def test_property_an_output_stays_json_and_shows_no_secret(
+    secret: str, data: st.DataObject
+) -> None:
+    value = data.draw(_json_values(secret))
+    text = json.dumps(value, ensure_ascii=data.draw(st.booleans()))
+    masked = Secrets([secret]).json_text(text)
+    if masked is None:  # only where the value spans the JSON's own syntax
+        assert any(c in secret for c in '",:[]{} \\'), (secret, text)
+        return
+    json.loads(masked)
+    for form in _encoded_forms(secret)[:4]:  # as is, and as JSON writes it
+        assert form.strip(b'"') not in masked.encode(), (form, masked)
