@@ -2,9 +2,10 @@
 
 A task prints a secret as it is, or through an encoding it did not choose: a JSON
 string (``json.dumps`` escapes ``"`` and ``\\`` and, by default, writes non-ASCII as
-``\\uXXXX``), a Python ``repr``, a URL (``quote``, ``quote_plus``), base64 (standard
-and URL-safe, alone or somewhere inside a longer base64 stream, where the value may
-start at any of three alignments), hex. Each of these is a form to mask.
+``\\uXXXX``), a Python ``repr`` (of the text or of its bytes), HTML, a URL
+(``quote``, ``quote_plus``), base64 (standard and URL-safe, alone or somewhere inside
+a longer base64 stream, where the value may start at any of three alignments), hex.
+Each of these is a form to mask.
 
 Logs are read line by line (and the exit reason has its whitespace folded), so a
 multi-line value such as a PEM key is also masked one line at a time: a value
@@ -61,6 +62,8 @@ def _encodings(text: str) -> set[bytes]:
         _upper_unicode_escapes(escaped).encode(),
         escaped.replace("/", "\\/").encode(),  # JSON writers that escape the slash
         repr(text)[1:-1].encode(),
+        repr(raw)[2:-1].encode(),  # print(value.encode()): b'...\xc3\xa9...'
+        _html_escape(text).encode(),
         urllib.parse.quote(text, safe="").encode(),
         urllib.parse.quote(text).encode(),  # the default keeps "/"
         urllib.parse.quote_plus(text, safe="").encode(),
@@ -72,6 +75,13 @@ def _encodings(text: str) -> set[bytes]:
         forms.update((whole, whole.rstrip(b"=")))
         forms.update(_base64_inside(raw, encode))
     return forms
+
+
+def _html_escape(text: str) -> str:
+    """As ``html.escape`` writes it (not imported: it would cost the agent's start)."""
+    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
+        text = text.replace(char, entity)
+    return text.replace("'", "&#x27;")
 
 
 def _upper_unicode_escapes(escaped: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import urllib.parse
 from pathlib import Path
@@ -79,6 +80,8 @@ def _encoded_forms(value: str) -> list[bytes]:
         json.dumps(json.dumps(value)).encode(),
         json.dumps(value).replace("/", "\\/").encode(),
         repr(value).encode(),
+        repr(raw)[1:].encode(),  # b'...' less its b
+        html.escape(value).encode(),
         urllib.parse.quote(value, safe="").encode(),
         urllib.parse.quote(value).encode(),
         urllib.parse.quote_plus(value).encode(),
