@@ -10,7 +10,8 @@ Each of these is a form to mask.
 Logs are read line by line (and the exit reason has its whitespace folded), so a
 multi-line value such as a PEM key is also masked one line at a time: a value
 printed through a logger that prefixes each line, or folded into one line, is still
-caught line by line.
+caught line by line. A one-line value is also masked cut in two by a line break
+anywhere (printed in two pieces, or wrapped at a column).
 
 Stdlib only and cheap to import: the agent starts once per task.
 """
@@ -25,12 +26,31 @@ import urllib.parse
 MIN_MASKED_LENGTH = 4
 
 
+# A value up to this long is also masked where line breaks cut it (``wrap_pattern``).
+WRAPPED_UP_TO = 100
+
+
 def masked_forms(value: str) -> set[bytes]:
     """The byte strings that give ``value`` away in a task's output."""
     forms: set[bytes] = set()
     for variant in _variants(value):
         forms |= _encodings(variant)
     return {f for f in forms if len(f) >= MIN_MASKED_LENGTH}
+
+
+def wrappable(value: str) -> set[bytes]:
+    """The variants of a one-line ``value`` short enough to be masked wrapped (a
+    multi-line value is masked line by line instead)."""
+    if len(value.strip().splitlines()) > 1:
+        return set()
+    return {v.encode() for v in _variants(value) if len(v) <= WRAPPED_UP_TO}
+
+
+def wrap_pattern(raw: bytes) -> bytes:
+    """``raw`` with a line break allowed between any two of its characters: printed in
+    pieces (``print(v[:5]); print(v[5:])``) or wrapped at a column by a logger."""
+    chars = [c.encode() for c in raw.decode()]
+    return b"(?:\r?\n)?".join(re.escape(c) for c in chars)
 
 
 def _variants(value: str) -> set[str]:
@@ -110,13 +130,20 @@ def trie_pattern(forms: set[bytes]) -> bytes:
     """One regular expression for all ``forms``, as a trie: at each byte the engine
     follows one branch instead of trying every form in turn, and where one form is a
     prefix of another the longer is tried first (the match is the longest)."""
+    return b"|".join(trie_branches(forms))
+
+
+def trie_branches(forms: set[bytes]) -> list[bytes]:
+    """The trie's first level, one alternative per first byte: joined with ``|`` at
+    the top of a pattern, not in a group, so the engine skips at C speed every byte
+    no form starts with."""
     trie: _Node = {}
     for form in forms:
         node = trie
         for byte in form:
             node = node.setdefault(byte, {})
         node[_END] = {}
-    return _node_pattern(trie)
+    return _branches(trie)
 
 
 _Node = dict[int, "_Node"]
@@ -124,6 +151,15 @@ _END = -1  # the key that marks "a form ends here"
 
 
 def _node_pattern(node: _Node) -> bytes:
+    branches = _branches(node)
+    if not branches:
+        return b""
+    body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
+    # Where a form may end here, the longer ones are tried first (greedy), then none.
+    return b"(?:" + body + b")?" if _END in node else body
+
+
+def _branches(node: _Node) -> list[bytes]:
     branches = []
     for byte, child in sorted(node.items(), key=lambda item: item[0]):
         if byte == _END:
@@ -134,8 +170,4 @@ def _node_pattern(node: _Node) -> bytes:
             ((byte, child),) = child.items()
             literal.append(byte)
         branches.append(re.escape(bytes(literal)) + _node_pattern(child))
-    if not branches:
-        return b""
-    body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
-    # Where a form may end here, the longer ones are tried first (greedy), then none.
-    return b"(?:" + body + b")?" if _END in node else body
+    return branches

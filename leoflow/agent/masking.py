@@ -22,7 +22,14 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from leoflow.agent.mask_forms import MIN_MASKED_LENGTH, masked_forms, trie_pattern
+from leoflow.agent.mask_forms import (
+    MIN_MASKED_LENGTH,
+    masked_forms,
+    trie_branches,
+    trie_pattern,
+    wrap_pattern,
+    wrappable,
+)
 
 __all__ = ["MASK", "MIN_MASKED_LENGTH", "Masker", "Secrets", "masked_forms"]
 
@@ -35,11 +42,20 @@ class Secrets:
 
     def __init__(self, values: Iterable[str]) -> None:
         forms: set[bytes] = set()
+        wrapped: set[bytes] = set()
         for value in values:
             forms |= masked_forms(value)
+            wrapped |= wrappable(value)
         self.active = bool(forms)
         self.longest = max(map(len, forms), default=0)
-        self._pattern = re.compile(trie_pattern(forms)) if forms else None
+        # Longest first: a value cut by line breaks before any literal form (it also
+        # matches the value whole), then the trie of literal forms.
+        self._wrapped = sorted(wrapped, key=len, reverse=True)
+        wraps = [wrap_pattern(w) for w in self._wrapped]
+        self._pattern = re.compile(b"|".join(wraps + trie_branches(forms))) if forms else None
+        # Where one starts, the longest of them is the match (only there: matches are
+        # rare). Without a wrapped value the trie's own match is the longest already.
+        self._each = [re.compile(p) for p in [*wraps, trie_pattern(forms)]] if wraps else []
         self._heads = {f[:size] for f in forms for size in range(1, min(_HEAD, len(f)))}
         self._by_head: dict[bytes, list[bytes]] = {}
         for form in forms:
@@ -63,12 +79,17 @@ class Secrets:
         # Searched again from the byte after each start, not its end: overlapping forms
         # (two secrets sharing characters) are found too.
         while (match := search(buffer, pos)) is not None and match.start() < before:
-            yield match.start(), match.end()
-            pos = match.start() + 1
+            start = match.start()
+            ends = (m.end() for p in self._each if (m := p.match(buffer, start)) is not None)
+            yield start, max(ends, default=match.end())
+            pos = start + 1
 
     def waiting(self, buffer: bytes) -> int:
         """Where the end of ``buffer`` that could still grow into a form begins
         (``len(buffer)`` when no end could)."""
+        return min(self._waiting_literal(buffer), self._waiting_wrapped(buffer))
+
+    def _waiting_literal(self, buffer: bytes) -> int:
         size = len(buffer)
         pos = max(0, size - self.longest + 1)
         while self._head_pattern is not None:
@@ -83,6 +104,23 @@ class Secrets:
             if buffer[start:] in self._heads:
                 return start
         return size
+
+    def _waiting_wrapped(self, buffer: bytes) -> int:
+        """Where the end of ``buffer`` that could be the start of a value cut by line
+        breaks begins (``len(buffer)`` when none); a cut value holds at most one break
+        (2 bytes) between each two characters."""
+        size = earliest = len(buffer)
+        for raw in self._wrapped:
+            pos = max(0, size - 3 * len(raw))
+            while (start := buffer.find(raw[:1], pos, earliest)) != -1:
+                tail = buffer[start:]
+                if b"\n" in tail:
+                    joined = tail.replace(b"\r\n", b"").replace(b"\n", b"")
+                    if len(joined) < len(raw) and raw.startswith(joined):
+                        earliest = start
+                        break
+                pos = start + 1
+        return earliest
 
     def found(self, data: bytes) -> bool:
         return self._pattern is not None and self._pattern.search(data) is not None

@@ -52,6 +52,8 @@ for form in forms(key) + forms(pem):
 for line in pem.splitlines():
     print('INFO log:', line, flush=True)  # a logger's prefix on every line
 print(' '.join(pem.split()), flush=True)  # folded onto one line
+for cut in range(1, len(key)):  # split across two lines, printed apart
+    print(key[:cut], flush=True); print(key[cut:], flush=True)
 for cut in range(1, len(key)):  # cut across two writes at every place
     sys.stdout.write('cut ' + key[:cut]); sys.stdout.flush(); sys.stdout.write(key[cut:] + '\n')
 """
@@ -107,7 +109,8 @@ def _clear_forms() -> list[bytes]:
             base64.b64encode(b"xy" + raw + b"z"),
             raw.hex().encode(),
         ]
-    return [*forms, API_KEY[:12].encode()]  # nor a part of one cut short
+    halves = [f"{API_KEY[:cut]}\n{API_KEY[cut:]}".encode() for cut in range(1, len(API_KEY))]
+    return [*forms, *halves, API_KEY[:12].encode()]  # nor a part of one cut short
 
 
 def _leaks(where: str, data: bytes) -> list[str]:

@@ -236,3 +236,18 @@ def test_property_an_output_stays_json_and_shows_no_secret(
     json.loads(masked)
     for form in _encoded_forms(secret)[:4]:  # as is, and as JSON writes it
         assert form.strip(b'"') not in masked.encode(), (form, masked)
+
+
+def test_a_value_cut_by_line_breaks_is_masked_however_the_pieces_arrive() -> None:
+    value = "w\u00e9ll-kn0wn-t0ken-31"
+    raw = value.encode()
+    for cut in range(1, len(value)):
+        for brk in (b"\n", b"\r\n"):
+            head, rest = value[:cut].encode(), value[cut:].encode()
+            data = b"key: " + head + brk + rest + b" end\n"
+            # As two prints flushed apart: the first piece ends its own read.
+            out = _through(Masker([value]), data, [5 + len(head) + len(brk)])
+            assert out == b"key: *** end\n", (cut, out)
+    # Wrapped at a column, several times.
+    folded = b"\n".join(raw[i : i + 5] for i in range(0, len(raw), 5))
+    assert _through(Masker([value]), b"<" + folded + b">", [3, 9]) == b"<***>"
