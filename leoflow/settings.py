@@ -84,6 +84,8 @@ class Settings(BaseModel):
     executor: Literal["subprocess", "agent", "kubernetes", "docker"] = "agent"
     # Lite run as root: run every task as this user (name or uid) instead of root.
     task_user: str | None = None
+    # Lite run as root: each running task its own uid from this range (START-END).
+    task_uids: str | None = None
     scheduler_poll_interval: float = Field(1.0, gt=0)
     heartbeat_interval: float = Field(5.0, gt=0)
     heartbeat_timeout: float = Field(60.0, gt=0)
@@ -204,6 +206,31 @@ class Settings(BaseModel):
                 f"{os.geteuid()})"
             )
         return value
+
+    @field_validator("task_uids")
+    @classmethod
+    def _check_task_uids(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        first, sep, last = value.partition("-")
+        if not (sep and first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
+            raise ValueError(f"{value!r} is not START-END, two uids above 0 (e.g. 61184-61439)")
+        if int(last) >= 2**32 - 1:
+            raise ValueError(f"{value!r}: a uid is below 4294967295")
+        if os.geteuid() != 0:
+            raise ValueError(
+                f"a uid per task needs Lite to run as root (it runs as uid {os.geteuid()})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_run_tasks_as_others(self) -> Settings:
+        if self.task_uids and self.task_user:
+            raise ValueError(
+                "task_uids and task_user both say whom tasks run as: set one "
+                "(task_uids gives each task its own uid, task_user one for all)"
+            )
+        return self
 
     @field_validator("retention", mode="before")
     @classmethod

@@ -36,7 +36,9 @@ loopback), ``LEOFLOW_AGENT_TICKET`` (single mode; removed from the command's env
 ``LEOFLOW_AGENT_KILL_GRACE`` (seconds between SIGTERM and SIGKILL on timeout or
 cancellation, default 10), ``LEOFLOW_CGROUP_ROOT`` (default /sys/fs/cgroup),
 ``LEOFLOW_AGENT_TASK_USER`` (a user name or uid: run every command as that user, with
-its groups and HOME; needs an agent running as root), ``LEOFLOW_SCRATCH_DIR`` (where
+its groups and HOME; needs an agent running as root), ``LEOFLOW_AGENT_TASK_UIDS``
+(``START-END``: each command its own uid from the range, ``leoflow.agent.task_uids``;
+root too), ``LEOFLOW_SCRATCH_DIR`` (where
 tries' input and output files go, default ``TMPDIR``; Lite gives its pool agent a
 private one and removes it when the agent ends).
 
@@ -44,8 +46,8 @@ A command's environment is built, never inherited (``leoflow.agent.environment``
 pool mode the documented base (PATH, HOME, LANG, ...) taken from ours; in single mode
 (a pod) the container's environment without any ``LEOFLOW_*`` variable. Then the
 task's env and context variables, then its secrets. Secret values are masked as
-``***`` in the output before it is shipped (``leoflow.agent.masking``). Each command
-gets SIGKILL when the agent dies (``leoflow.agent.lifeline``).
+``***`` in its log, message and output before they are sent (``leoflow.agent.masking``).
+Each command gets SIGKILL when the agent dies (``leoflow.agent.lifeline``).
 
 Exit codes besides the command's own: 2 usage, 3 control plane unreachable,
 4 ticket or session refused, 5 task setup failed (a secret, the working directory, a
@@ -79,6 +81,8 @@ from leoflow.agent.environment import (
 from leoflow.agent.scratch import SCRATCH
 from leoflow.agent.startup_gc import settled
 from leoflow.agent.task import EXIT_USAGE, Supervisor, TaskRun, warn
+from leoflow.agent.task_uids import ENV as TASK_UIDS_ENV
+from leoflow.agent.task_uids import TaskUids, UidRangeError, parse_uid_range
 from leoflow.agent.warden import Warden
 
 _USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
@@ -136,10 +140,18 @@ def run(argv: list[str]) -> int:
         except TaskUserError as exc:
             warn(f"LEOFLOW_AGENT_TASK_USER: {exc}")
             return EXIT_USAGE
+    uids = None
+    if uid_spec := os.environ.get(TASK_UIDS_ENV, ""):
+        try:
+            uids = TaskUids(*parse_uid_range(uid_spec))
+        except UidRangeError as exc:
+            warn(f"{TASK_UIDS_ENV}: {exc}")
+            return EXIT_USAGE
     base = base_environment(os.environ, user) if pool else container_environment(os.environ, user)
     settings = dict(
         base_env=base,
         task_user=user,
+        task_uids=uids,
         endpoint=endpoint,
         credentials=credentials,
         connect_timeout=connect_timeout,
@@ -190,6 +202,7 @@ def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
         on_event=on_event,
         base_env=settings["base_env"],
         task_user=settings["task_user"],
+        task_uids=settings["task_uids"],
     )
     sup.install_signal_handlers()
     return sup

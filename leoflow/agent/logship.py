@@ -25,7 +25,7 @@ from typing import Any
 
 from leoflow.agent.channel import Channel
 from leoflow.agent.client import Refused, Unreachable
-from leoflow.agent.masking import Masker
+from leoflow.agent.masking import Masker, Secrets
 from leoflow.protocol.agent_v1 import pb
 
 MAX_CHUNK = 256 * 1024
@@ -40,11 +40,11 @@ class LogShipper:
         channel: Channel,
         token: Callable[[], str],
         label: str,
-        secrets: Iterable[str] = (),
+        secrets: Secrets | Iterable[str] = (),
     ) -> None:
-        values = tuple(secrets)
+        known = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         # One per stream: a value split across chunks is split within one stream.
-        self._maskers = {s: Masker(values) for s in (pb.LogChunk.STDOUT, pb.LogChunk.STDERR)}
+        self._maskers = {s: Masker(known) for s in (pb.LogChunk.STDOUT, pb.LogChunk.STDERR)}
         self._channel = channel
         self._token = token
         self._label = label

@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 
 from leoflow.agent import held_dirs
 from leoflow.agent.environment import TaskUser
@@ -57,11 +58,13 @@ def reason_path() -> str:
     return os.path.join(held_dirs.tmpdir(), f"leoflow-exit-reason-{os.getpid()}-{next(_REASONS)}")
 
 
-def take_reason(path: str) -> str:
-    """What the command wrote to ``LEOFLOW_EXIT_REASON_FILE``, first line, at most 1000
-    chars. Only a regular file is read, never through a symbolic link: the agent may run
-    as root while the command runs as a task user, who could otherwise have the first
-    line of a file only root may read shown as its try's message."""
+def take_reason(path: str, mask: Callable[[str], str] = str) -> str:
+    """What the command wrote to ``LEOFLOW_EXIT_REASON_FILE``, white space folded, at
+    most 1000 chars. Only a regular file is read, never through a symbolic link: the
+    agent may run as root while the command runs as a task user, who could otherwise
+    have the first line of a file only root may read shown as its try's message.
+    ``mask`` hides secrets before the text is folded and again after, and before it is
+    cut short: a cut through a secret would leave a part no mask matches."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:  # the usual case: nothing was written, nothing to remove
@@ -76,7 +79,7 @@ def take_reason(path: str) -> str:
         text = data.decode("utf-8", errors="replace")
     with contextlib.suppress(OSError):
         os.unlink(path)
-    text = " ".join(text.split())
+    text = mask(" ".join(mask(text).split()))
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
 
 
@@ -123,6 +126,19 @@ def exit_description(exit_code: int, signum: int) -> str:
     if signum:
         return f"killed by signal {signal_name(signum)}"
     return f"exited with code {exit_code}" if exit_code else ""
+
+
+def exit_message(exit_code: int, signum: int, reason: str, forwarded: int | None) -> str:
+    """How a command that ran to its end ended: the reason it gave, then the exit; and
+    whether it was stopped by a signal the agent passed on."""
+    message = exit_description(exit_code, signum)
+    if reason and exit_code:
+        message = f"{reason} ({message})"
+    if forwarded is not None:
+        message = f"the agent received {signal_name(forwarded)} and forwarded it; " + (
+            message or "the command exited with code 0"
+        )
+    return message
 
 
 def warn(message: str) -> None:

@@ -144,6 +144,8 @@ class TaskFiles:
             json.loads(text)
         except ValueError as exc:
             return None, f"the output is not valid JSON: {exc}"
+        except RecursionError:
+            return None, "the output is nested too deeply to read as JSON"
         return text, ""
 
     def remove(self, *, later: bool = False) -> None:

@@ -15,6 +15,7 @@ from leoflow.agent.channel import Channel
 from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import TaskUser
 from leoflow.agent.outcome import warn
+from leoflow.agent.task_uids import TaskUids
 from leoflow.agent.warden import Warden
 from leoflow.aio.waits import wait_set
 from leoflow.protocol.agent_v1 import pb
@@ -37,11 +38,13 @@ class Supervisor:
         on_event: Callable[[dict[str, Any]], None] | None = None,
         base_env: Mapping[str, str] | None = None,
         task_user: TaskUser | None = None,
+        task_uids: TaskUids | None = None,
     ) -> None:
         self.channel = channel
         # What every command starts from (see ``environment``); never our own environment.
         self.base_env = dict(base_env or {})
         self.task_user = task_user
+        self.task_uids = task_uids  # one uid per try instead (``task_uids``)
         self.oom = oom
         self.kill_grace = kill_grace
         self.pod_name = pod_name

@@ -21,6 +21,7 @@ from leoflow.agent.client import Refused, Unreachable
 from leoflow.agent.environment import task_environment
 from leoflow.agent.lifeline import lifeline
 from leoflow.agent.logship import LogShipper
+from leoflow.agent.masking import Secrets
 from leoflow.agent.outcome import (
     EXIT_CANNOT_EXECUTE,
     EXIT_NOT_FOUND,
@@ -29,7 +30,7 @@ from leoflow.agent.outcome import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     OOM_MESSAGE,
-    exit_description,
+    exit_message,
     format_duration,
     own_program,
     reason_path,
@@ -40,7 +41,9 @@ from leoflow.agent.outcome import (
     warn,
 )
 from leoflow.agent.outputs import TaskFiles
+from leoflow.agent.secret_values import resolve_secrets
 from leoflow.agent.supervisor import Heartbeats, Supervisor
+from leoflow.agent.task_uids import own_files
 from leoflow.agent.warden import Warden
 from leoflow.protocol.agent_v1 import pb
 
@@ -86,6 +89,8 @@ class TaskRun:
         self._escalate = False
         self.reason_path = ""
         self.files: TaskFiles | None = None
+        self.secrets = Secrets(())  # what never leaves the agent unmasked, once resolved
+        self.uid: int | None = None  # its own, from LEOFLOW_TASK_UIDS
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -192,25 +197,23 @@ class TaskRun:
             self.sup.runs.discard(self)
             if self._kill_timer is not None:
                 self._kill_timer.cancel()
+            await self._release_uid()
             if self.files is not None:
                 self.files.remove(later=True)
 
     async def _run_command(self, spec: Any) -> int:
-        secrets: dict[str, str] = {}
-        for name in spec.secret_names:
-            try:
-                resolved = await self.sup.channel.call(
-                    "resolve_secret", pb.ResolveSecretRequest(name=name), self.token
-                )
-            except (Refused, Unreachable) as exc:
-                why = exc.details if isinstance(exc, Refused) else str(exc)
-                return await self._fail_before_start(
-                    EXIT_SETUP_FAILED, f"secret {name!r} could not be resolved: {why}"
-                )
-            secrets[secret_env_name(name)] = resolved.value
+        secrets, unresolved = await resolve_secrets(self.sup.channel, self.token, spec.secret_names)
+        if unresolved:
+            return await self._fail_before_start(EXIT_SETUP_FAILED, unresolved)
+        self.secrets = Secrets.of(secrets.values())
         env = task_environment(self.sup.base_env, spec.env, secrets)
-        if spec.output_limit_bytes > 0 or spec.inputs:
-            self.files = TaskFiles(spec.inputs, spec.output_limit_bytes, self.sup.task_user)
+        user = self.sup.task_user
+        if (uids := self.sup.task_uids) is not None:
+            if (uid := await uids.take()) is None:
+                return await self._fail_before_start(EXIT_SETUP_FAILED, uids.exhausted())
+            self.uid, user = uid, uids.user(uid)
+        if spec.output_limit_bytes > 0 or spec.inputs or self.uid is not None:
+            self.files = TaskFiles(spec.inputs, spec.output_limit_bytes, user)
             try:
                 env.update(self.files.prepare())
             except OSError as exc:
@@ -228,13 +231,18 @@ class TaskRun:
             )
 
         loop = asyncio.get_running_loop()
-        shipper = LogShipper(self.sup.channel, lambda: self.token, self.label, secrets.values())
-        user = self.sup.task_user
+        shipper = LogShipper(self.sup.channel, lambda: self.token, self.label, self.secrets)
         as_user: dict[str, Any] = {}
         if user is not None:
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
         # A command may say why it failed in a line of its own (the dbt wrapper does).
         self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = reason_path()
+        if user is not None and self.uid is not None and self.files is not None:
+            # All its own, in its own directory.
+            self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = own_files(
+                env, self.files.root, user
+            )
+            as_user["umask"] = 0o077
         oom_before = self.sup.sample_oom(self)
         warden = self.sup.warden
         argv, hook = lifeline(
@@ -340,7 +348,7 @@ class TaskRun:
     ) -> int:
         signum = -returncode if returncode < 0 else 0
         exit_code = 128 + signum if signum else returncode
-        reason = take_reason(self.reason_path) if self.reason_path else ""
+        reason = take_reason(self.reason_path, self.secrets.text) if self.reason_path else ""
         oom = False
         if oom_before is not None and oom_after is not None and oom_after > oom_before:
             # Alone in the cgroup, any rise is ours. Sharing it, the rise is ours when we
@@ -354,13 +362,8 @@ class TaskRun:
         elif self.cancel_reason is not None:
             message = f"cancelled: {self.cancel_reason}"
         else:
-            message = exit_description(exit_code, signum)
-            if reason and exit_code:
-                message = f"{reason} ({message})"
-            if self.forwarded is not None:
-                message = f"the agent received {signal_name(self.forwarded)} and forwarded it; " + (
-                    message or "the command exited with code 0"
-                )
+            message = exit_message(exit_code, signum, reason, self.forwarded)
+        await self._release_uid()  # nothing of the try runs once its end is told
         output, output_error = None, ""
         ended_well = not (oom or self.timed_out or self.cancel_reason or exit_code)
         if ended_well and self.files is not None:
@@ -378,8 +381,13 @@ class TaskRun:
         )
         return exit_code
 
+    async def _release_uid(self) -> None:
+        uid, self.uid = self.uid, None
+        if uid is not None and self.sup.task_uids is not None:
+            await self.sup.task_uids.release(uid)
+
     async def _fail_before_start(self, exit_code: int, message: str) -> int:
-        warn(f"{self.label}: {message}")
+        warn(f"{self.label}: {self.secrets.text(message)}")
         await self._report(exit_code, message, not_started=True)
         return exit_code
 
@@ -394,6 +402,8 @@ class TaskRun:
         output: str | None = None,
         output_error: str = "",
     ) -> None:
+        # The last of what the command made (its exit reason, its output) leaves here.
+        message, output, output_error = self.secrets.completion(message, output, output_error)
         request = pb.CompleteRequest(
             exit_code=exit_code,
             oom_killed=oom_killed,

@@ -72,6 +72,12 @@ class LocalAgentExecutor:
         self.endpoint_dir = endpoint_dir
         if settings.task_user:
             resolve_task_user(settings.task_user)  # an unknown user stops Lite at start
+            log.warning(
+                "every task runs as %r: a task can read the environment (its secrets) "
+                "and files of another running at the same time; LEOFLOW_TASK_UIDS gives "
+                "each task its own uid instead",
+                settings.task_user,
+            )
         # Where the agent dials; None only when the endpoint could not be served.
         self.agent_endpoint = agent_endpoint
         self._report: Report | None = None
@@ -295,4 +301,6 @@ def agent_environment(settings: Settings, source: dict[str, str] | None = None) 
     env["GRPC_ENABLE_FORK_SUPPORT"] = "0"
     if settings.task_user:
         env["LEOFLOW_AGENT_TASK_USER"] = settings.task_user
+    if settings.task_uids:
+        env["LEOFLOW_AGENT_TASK_UIDS"] = settings.task_uids
     return env

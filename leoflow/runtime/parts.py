@@ -29,6 +29,11 @@ def make_executor(settings: Settings, name: str, *, agent_endpoint: str | None =
     if name == "subprocess":
         from leoflow.executor.subprocess import SubprocessExecutor
 
+        if settings.task_uids:  # never quietly run as root what was meant to run apart
+            raise ValueError(
+                "LEOFLOW_TASK_UIDS gives each task its own uid under the agent executor; "
+                "the subprocess executor cannot (use --executor agent)"
+            )
         return SubprocessExecutor(task_user=settings.task_user)
     if name == "agent":
         from leoflow.executor.local_agent import LocalAgentExecutor

@@ -240,6 +240,20 @@ def test_task_user_must_exist() -> None:
     assert load_settings(task_user="nobody").task_user == "nobody"
 
 
+def test_task_uids_is_a_range_and_excludes_task_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("61184", "a-b", "0-10", "20-10", "1-4294967295", "-5"):
+        with pytest.raises(SettingsError, match=r"task_uids"):
+            load_settings(task_uids=bad)
+    with pytest.raises(SettingsError, match=r"set one"):
+        load_settings(task_uids="61184-61439", task_user="nobody")
+    monkeypatch.setenv("LEOFLOW_TASK_UIDS", "61184-61439")
+    if os.geteuid() == 0:
+        assert load_settings().task_uids == "61184-61439"
+    else:  # only root can switch a task's uid
+        with pytest.raises(SettingsError, match=r"needs Lite to run as root"):
+            load_settings()
+
+
 # --- retention
 
 

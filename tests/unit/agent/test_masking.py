@@ -1,11 +1,18 @@
-"""Secret masking over a stream cut at every possible place."""
+"""Secret masking over a stream cut at every possible place, in every encoding."""
 
 from __future__ import annotations
 
 import base64
+import html
+import json
 import urllib.parse
+from pathlib import Path
 
-from leoflow.agent.masking import MASK, Masker, masked_forms
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from leoflow.agent.masking import MASK, MIN_MASKED_LENGTH, Masker, Secrets, masked_forms
+from leoflow.agent.outcome import REASON_LIMIT, take_reason
 
 SECRET = "p@ss word/+=x"
 
@@ -57,3 +64,190 @@ def test_short_values_are_not_masked_and_longer_ones_win() -> None:
 def test_a_trailing_newline_of_a_secret_file_does_not_stop_masking() -> None:
     masker = Masker(["hunter22\n"])
     assert masker.feed(b"pw=hunter22;") + masker.flush() == b"pw=***;"
+
+
+# A quote and a backslash (JSON escapes them), non-ASCII (\u00e9 in ASCII-only JSON),
+# a slash, a plus and a space (URL encodings differ on each).
+HARD = 'k"ey\\ w\u00e9/+rd'
+
+
+def _encoded_forms(value: str) -> list[bytes]:
+    raw = value.encode()
+    return [
+        raw,
+        json.dumps(value).encode(),
+        json.dumps(value, ensure_ascii=False).encode(),
+        json.dumps(json.dumps(value)).encode(),
+        json.dumps(value).replace("/", "\\/").encode(),
+        repr(value).encode(),
+        repr(raw)[1:].encode(),  # b'...' less its b
+        html.escape(value).encode(),
+        urllib.parse.quote(value, safe="").encode(),
+        urllib.parse.quote(value).encode(),
+        urllib.parse.quote_plus(value).encode(),
+        base64.b64encode(raw),
+        base64.urlsafe_b64encode(raw).rstrip(b"="),
+        raw.hex().encode(),
+        raw.hex().upper().encode(),
+    ]
+
+
+def test_each_encoding_is_masked_wherever_the_stream_is_cut() -> None:
+    for form in _encoded_forms(HARD):
+        line = b"before " + form + b" after\n"
+        for cut in range(len(line) + 1):
+            out = _through(Masker([HARD]), line, [cut])
+            # What is left around the mask is at most the quotes of the JSON or repr.
+            left = out.replace(b'"', b"").replace(b"'", b"").replace(b"\\", b"")
+            assert left == b"before *** after\n", (form, cut)
+
+
+def _secret_chars(encoded: bytes, start: int, size: int) -> bytes:
+    """The base64 characters made of bytes [start, start + size) of the input alone."""
+    return encoded[-(-8 * start // 6) : 8 * (start + size) // 6]
+
+
+def test_base64_inside_a_longer_stream_is_masked_at_each_alignment() -> None:
+    raw = HARD.encode()
+    for before in range(6):
+        for after in range(3):
+            stream = b"\x01" * before + raw + b"\x02" * after
+            for encode in (base64.b64encode, base64.urlsafe_b64encode):
+                encoded = encode(stream)
+                out = _through(Masker([HARD]), encoded, [len(encoded) // 2])
+                assert MASK in out, (before, after)
+                assert _secret_chars(encoded, before, len(raw))[:6] not in out, (before, after)
+
+
+PEM = (
+    "-----BEGIN TEST KEY-----\n"
+    + "\n".join(base64.b64encode(bytes(range(i, i + 48))).decode() for i in range(0, 200, 48))
+    + "\n-----END TEST KEY-----\n"
+)
+
+
+def test_a_multi_line_secret_is_masked_line_by_line_however_it_is_printed() -> None:
+    lines = PEM.splitlines()
+    printed = {
+        "as is": PEM.encode(),
+        "a prefix on each line": "".join(f"INFO {line}\n" for line in lines).encode(),
+        "CRLF": PEM.replace("\n", "\r\n").encode(),
+        "folded": " ".join(PEM.split()).encode(),
+        "JSON": json.dumps(PEM).encode(),
+        "base64 of the whole": base64.b64encode(b"x" + PEM.encode()),
+        "hex": PEM.encode().hex().encode(),
+    }
+    for how, data in printed.items():
+        out = _through(Masker([PEM]), data, [len(data) // 3, len(data) // 2])
+        leaked = [line for line in lines if line.encode() in out]
+        assert leaked == [] and out.count(MASK) >= 1, (how, out)
+        # Not even the inner characters of the base64 or hex of a line.
+        assert base64.b64encode(lines[2].encode())[4:20] not in out, how
+        assert lines[2].encode().hex().encode()[4:40] not in out, how
+
+
+def test_overlapping_secrets_are_one_mask_and_show_no_part() -> None:
+    masker = Masker(["abcdef", "defghi"])
+    data = b"x abcdefghi y abcdef z defghi"
+    assert _through(masker, data, [5]) == b"x *** y *** z ***"
+    # An unending run of overlapping values is one mask, however it arrives.
+    masker = Masker(["aaaa"])
+    assert _through(masker, b"b" + b"a" * 50 + b"c", list(range(1, 52, 7))) == b"b***c"
+
+
+def test_the_output_is_masked_inside_its_json_and_stays_json() -> None:
+    secrets = Secrets([HARD, "424242"])
+    output = json.dumps({"k": HARD, HARD: [1, {"deep": f"x{HARD}y"}], "pin": 424242, "n": 7})
+    masked = secrets.json_text(output)
+    assert masked is not None
+    assert json.loads(masked) == {"k": "***", "***": [1, {"deep": "x***y"}], "pin": "***", "n": 7}
+    # Through json.dumps' default ASCII escapes too.
+    assert secrets.json_text(json.dumps([HARD], ensure_ascii=True)) == '["***"]'
+    # Untouched, byte for byte, where no secret is.
+    assert secrets.json_text('{"a":  1}') == '{"a":  1}'
+    # A value that spans the JSON's own syntax cannot be masked in a string: refused.
+    across = Secrets(['a", "b'])
+    assert across.json_text('["a", "b"]') is None
+    assert across.completion("", '["a", "b"]', "")[1] is None
+
+
+def test_a_long_exit_reason_is_masked_before_it_is_cut(tmp_path: Path) -> None:
+    secret = "s" * 40 + "-tail"
+    path = tmp_path / "reason"
+    path.write_text("x" * (REASON_LIMIT - 20) + " " + secret + "\n" + PEM)
+    text = take_reason(str(path), Secrets([secret, PEM]).text)
+    assert secret[:10] not in text and "***" in text and len(text) <= REASON_LIMIT
+    path.write_text("bad key " + PEM)
+    text = take_reason(str(path), Secrets([PEM]).text)
+    assert text.startswith("bad key ***") and not any(line in text for line in PEM.splitlines())
+
+
+def _pieces(secret: str) -> st.SearchStrategy[list[bytes]]:
+    forms = _encoded_forms(secret)
+    filler = st.text(max_size=12).map(str.encode)
+    return st.lists(st.one_of(filler, st.sampled_from(forms)), max_size=8)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    secret=st.text(min_size=MIN_MASKED_LENGTH, max_size=24).filter(lambda s: "*" not in s),
+    data=st.data(),
+)
+def test_property_no_chunking_lets_a_secret_through(secret: str, data: st.DataObject) -> None:
+    pieces = data.draw(_pieces(secret))
+    stream = b"|".join([b"", *pieces, b""])
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+    secrets = Secrets([secret])
+    one = Masker(secrets)
+    at_once = one.feed(stream) + one.flush()
+    chunked = _through(Masker(secrets), stream, cuts)
+    assert chunked == at_once
+    for form in _encoded_forms(secret):
+        assert form.strip(b"\"'") not in chunked, form
+
+
+def _json_values(secret: str) -> st.SearchStrategy[object]:
+    holding = st.builds(lambda a, b: a + secret + b, st.text(max_size=5), st.text(max_size=5))
+    strings = st.one_of(st.text(max_size=8), holding)
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), strings)
+    return st.recursive(
+        leaves,
+        lambda kids: st.one_of(
+            st.lists(kids, max_size=4), st.dictionaries(strings, kids, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    secret=st.text(min_size=MIN_MASKED_LENGTH, max_size=16).filter(lambda s: "*" not in s),
+    data=st.data(),
+)
+def test_property_an_output_stays_json_and_shows_no_secret(
+    secret: str, data: st.DataObject
+) -> None:
+    value = data.draw(_json_values(secret))
+    text = json.dumps(value, ensure_ascii=data.draw(st.booleans()))
+    masked = Secrets([secret]).json_text(text)
+    if masked is None:  # only where the value spans the JSON's own syntax
+        assert any(c in secret for c in '",:[]{} \\'), (secret, text)
+        return
+    json.loads(masked)
+    for form in _encoded_forms(secret)[:4]:  # as is, and as JSON writes it
+        assert form.strip(b'"') not in masked.encode(), (form, masked)
+
+
+def test_a_value_cut_by_line_breaks_is_masked_however_the_pieces_arrive() -> None:
+    value = "w\u00e9ll-kn0wn-t0ken-31"
+    raw = value.encode()
+    for cut in range(1, len(value)):
+        for brk in (b"\n", b"\r\n"):
+            head, rest = value[:cut].encode(), value[cut:].encode()
+            data = b"key: " + head + brk + rest + b" end\n"
+            # As two prints flushed apart: the first piece ends its own read.
+            out = _through(Masker([value]), data, [5 + len(head) + len(brk)])
+            assert out == b"key: *** end\n", (cut, out)
+    # Wrapped at a column, several times.
+    folded = b"\n".join(raw[i : i + 5] for i in range(0, len(raw), 5))
+    assert _through(Masker([value]), b"<" + folded + b">", [3, 9]) == b"<***>"
