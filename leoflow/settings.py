@@ -124,6 +124,10 @@ class Settings(BaseModel):
     # --- http api
     api_listen: str = "127.0.0.1:8080"
     api_tokens_file: Path | None = None
+    # Lite without api_tokens_file: serve the API on loopback without any token (every
+    # local user may drive it), instead of requiring the owner token it writes to
+    # $LEOFLOW_HOME/api-token. For a host with one user only; Lite warns at start.
+    api_open_on_loopback: bool = False
     metrics_listen: str | None = None
     # Host names (besides 127.0.0.1, localhost, [::1]) and origins the API accepts
     # (leoflow/api/guard.py); comma-separated in the environment.
