@@ -91,7 +91,7 @@ async def test_a_connection_without_a_call_is_closed_after_the_idle_timeout(
 
         async def gone_idle() -> bool:
             # The server's GOAWAY moves the client's channel from READY to IDLE.
-            return channel.get_state() == grpc.ChannelConnectivity.IDLE
+            return bool(channel.get_state() == grpc.ChannelConnectivity.IDLE)
 
         await until(gone_idle, "the idle connection to be closed by the endpoint")
 
@@ -117,7 +117,7 @@ async def test_a_quiet_stream_outlives_the_idle_timeout(
                 await probe.channel_ready()
 
             async def probe_idle() -> bool:
-                return probe.get_state() == grpc.ChannelConnectivity.IDLE
+                return bool(probe.get_state() == grpc.ChannelConnectivity.IDLE)
 
             await until(probe_idle, "a call-less connection to be closed as idle")
         assert channel.get_state() == grpc.ChannelConnectivity.READY
