@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
 import socket
 import sqlite3
 import subprocess
-import time
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.e2e.conftest import LEOFLOW, REPO
-from tests.support.net import free_port
+from tests.support.lite_proc import start_lite, stop, wait
+from tests.support.net import closed_by_peer, free_port
 
 MAX_CONNECTIONS = 40
 FLOOD = 300
@@ -38,64 +35,21 @@ def _limits(pid: int) -> tuple[int, int]:
     raise AssertionError("no 'Max open files' in /proc/PID/limits")
 
 
-def _wait(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except sqlite3.OperationalError:
-            pass  # the database is still being created
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _low_soft_limit() -> None:
     # What a login shell often gives: a low soft limit under a high hard one.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 
 
-@pytest.fixture
-def lite_proc(
-    env: dict[str, str], tmp_path: Path
-) -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(folder: Path, **extra: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [LEOFLOW, "lite", "--dags", str(folder)],
-            env={**env, "LEOFLOW_SCHEDULER_POLL_INTERVAL": "0.2", **extra},
-            cwd=REPO,
-            stdout=open(tmp_path / "lite.out", "w"),  # noqa: SIM115
-            stderr=subprocess.STDOUT,
-            text=True,
-            preexec_fn=_low_soft_limit,
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def _closed_by_peer(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(64) == b""
-    except BlockingIOError:
-        return False
-    except ConnectionResetError:
-        return True
+def _quiet_task_states(home: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
+        return db.execute(
+            "select state, try_number from task_instances where dag_id='quiet'"
+        ).fetchall()
 
 
 def test_a_flood_of_silent_connections_leaves_lite_and_its_running_task_working(
-    lite_proc: Callable[..., subprocess.Popen[str]], home: Path, tmp_path: Path
+    env: dict[str, str], home: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "dags"
     folder.mkdir()
@@ -109,45 +63,41 @@ def test_a_flood_of_silent_connections_leaves_lite_and_its_running_task_working(
         "echo released'}\n"
     )
     api_port, agent_port = free_port(), free_port()
-    proc = lite_proc(
+    proc = start_lite(
+        env,
         folder,
+        tmp_path / "lite.out",
+        before=_low_soft_limit,
         LEOFLOW_API_LISTEN=f"127.0.0.1:{api_port}",
         LEOFLOW_AGENT_LISTEN=f"127.0.0.1:{agent_port}",
         LEOFLOW_AGENT_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
         LEOFLOW_AGENT_HANDSHAKE_TIMEOUT="1",
         LEOFLOW_AGENT_IDLE_TIMEOUT="0.5",
     )
-    _wait(started.exists, "the task to start")
-    soft, hard = _limits(proc.pid)
-    assert soft == hard != 256, "Lite did not raise its soft open-files limit to the hard one"
-    baseline = _fds(proc.pid)
-
-    flood = [socket.create_connection(("127.0.0.1", agent_port)) for _ in range(FLOOD)]
     try:
-        for sock in flood:
-            sock.setblocking(False)
-        assert _fds(proc.pid) <= baseline + MAX_CONNECTIONS + 10
-        answer = httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=30)
-        assert answer.status_code == 200
-        _wait(lambda: all(_closed_by_peer(s) for s in flood), "Lite to close every silent one")
+        wait(started.exists, "the task to start")
+        soft, hard = _limits(proc.pid)
+        assert soft == hard != 256, "Lite did not raise its soft open-files limit to the hard one"
+        baseline = _fds(proc.pid)
+
+        flood = [socket.create_connection(("127.0.0.1", agent_port)) for _ in range(FLOOD)]
+        try:
+            for sock in flood:
+                sock.setblocking(False)
+            assert _fds(proc.pid) <= baseline + MAX_CONNECTIONS + 10
+            answer = httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=30)
+            assert answer.status_code == 200
+            wait(lambda: all(closed_by_peer(s) for s in flood), "Lite to close every silent one")
+        finally:
+            for sock in flood:
+                sock.close()
+        # The task's agent kept its stream through the flood and past the idle timeout.
+        release.touch()
+        wait(lambda: _quiet_task_states(home) == [("success", 1)], "the quiet task to succeed")
+        wait(lambda: _fds(proc.pid) <= baseline + 5, "Lite's descriptors to return to baseline")
+        assert httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=30).status_code == 200
     finally:
-        for sock in flood:
-            sock.close()
-    # The task's agent kept its stream through the flood and past the idle timeout.
-    release.touch()
-
-    def run_state() -> list[tuple[str]]:
-        with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
-            return db.execute("select state from task_instances where dag_id='quiet'").fetchall()
-
-    _wait(lambda: ("success",) in run_state(), "the quiet task to succeed")
-    with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
-        (tries,) = db.execute(
-            "select try_number from task_instances where dag_id='quiet' and state='success'"
-        ).fetchone()
-    assert tries == 1
-    _wait(lambda: _fds(proc.pid) <= baseline + 5, "Lite's descriptors to return to the baseline")
-    assert httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=30).status_code == 200
+        stop(proc)
 
 
 def test_leoflow_run_and_its_agent_raise_the_open_files_limit(

@@ -13,12 +13,10 @@ import os
 import pwd
 import secrets
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import LEOFLOW, REPO
+from tests.e2e.conftest import REPO
+from tests.support.lite_proc import start_lite, stop, wait
 from tests.support.net import free_port
 
 
@@ -80,37 +79,6 @@ def _as(user: OtherUser, *argv: str, **env: str) -> subprocess.CompletedProcess[
     )
 
 
-def _start_lite(
-    env: dict[str, str], folder: Path, out: Path, **extra: str
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [LEOFLOW, "lite", "--dags", str(folder)],
-        env={**env, **extra},
-        cwd=REPO,
-        stdout=open(out, "w"),
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def _wait(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 def _serving(base: str) -> bool:
     try:
         return httpx.get(base + "/healthz", timeout=5).status_code == 200
@@ -133,9 +101,9 @@ def test_another_local_user_cannot_drive_lite_and_the_owner_cli_can(
     home = Path(tempfile.mkdtemp(prefix="lite-home-"))
     home.chmod(0o755)
     env["LEOFLOW_HOME"] = str(home)  # the owner's `leoflow` fixture uses it too
-    proc = _start_lite(env, folder, tmp_path / "lite.out", LEOFLOW_API_LISTEN=f"127.0.0.1:{port}")
+    proc = start_lite(env, folder, tmp_path / "lite.out", LEOFLOW_API_LISTEN=f"127.0.0.1:{port}")
     try:
-        _wait(lambda: _serving(base), "Lite to serve its API")
+        wait(lambda: _serving(base), "Lite to serve its API")
         token_file = home / "api-token"
         info = token_file.stat()
         assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == os.geteuid()
@@ -161,7 +129,7 @@ def test_another_local_user_cannot_drive_lite_and_the_owner_cli_can(
         assert "hello" in listed.stdout and "stolen" not in listed.stdout
         assert leoflow("trigger", "hello", "--server", base).returncode == 0
     finally:
-        _stop(proc)
+        stop(proc)
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -173,7 +141,7 @@ def test_the_open_api_is_an_opt_in_and_warns(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     out = tmp_path / "lite.out"
-    proc = _start_lite(
+    proc = start_lite(
         env,
         folder,
         out,
@@ -181,11 +149,11 @@ def test_the_open_api_is_an_opt_in_and_warns(
         LEOFLOW_API_OPEN_ON_LOOPBACK="true",
     )
     try:
-        _wait(lambda: _serving(base), "Lite to serve its API")
-        _wait(lambda: "WARNING" in out.read_text(), "the warning")
+        wait(lambda: _serving(base), "Lite to serve its API")
+        wait(lambda: "WARNING" in out.read_text(), "the warning")
         assert "every user of this host" in out.read_text()
         assert not (home / "api-token").exists()
         probe = _as(other_user, "probe", base)
         assert probe.stdout.split()[0] == "200", probe.stderr
     finally:
-        _stop(proc)
+        stop(proc)

@@ -19,6 +19,7 @@ from leoflow.scheduler.agent_bounds import ConnectionBounds
 from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.secrets import DirectorySecrets
 from leoflow.settings import load_settings
+from tests.support.net import closed_by_peer
 from tests.support.waiting import until
 
 from .fake_backend import FakeBackend
@@ -42,15 +43,6 @@ async def endpoint(tmp_path: Path) -> AsyncIterator[tuple[AgentEndpoint, str, Fa
         await served.stop(0)
 
 
-def _closed_by_peer(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(64) == b""
-    except BlockingIOError:
-        return False
-    except ConnectionResetError:
-        return True
-
-
 async def test_silent_connections_are_bounded_then_closed_and_their_descriptors_freed(
     endpoint: tuple[AgentEndpoint, str, FakeBackend],
 ) -> None:
@@ -67,7 +59,7 @@ async def test_silent_connections_are_bounded_then_closed_and_their_descriptors_
         assert _open_fds() - baseline - len(flood) <= BOUNDS.max_connections + 2
 
         async def all_closed() -> bool:
-            return all(_closed_by_peer(sock) for sock in flood)
+            return all(closed_by_peer(sock) for sock in flood)
 
         # Not one byte sent: each is closed at the handshake timeout, or at once past the bound.
         await until(all_closed, "the endpoint to close every silent connection")
@@ -81,11 +73,9 @@ async def test_silent_connections_are_bounded_then_closed_and_their_descriptors_
     await until(back_to_baseline, "the endpoint's descriptors to return to the baseline")
 
 
-async def test_a_connection_without_a_call_is_closed_after_the_idle_timeout(
-    endpoint: tuple[AgentEndpoint, str, FakeBackend],
-) -> None:
-    _, address, _ = endpoint
-    async with grpc.aio.insecure_channel(address) as channel:
+async def _closed_as_idle(address: str, options: list[tuple[str, int]]) -> None:
+    """A channel made ready, then left without a call, is closed by the endpoint."""
+    async with grpc.aio.insecure_channel(address, options=options) as channel:
         async with asyncio.timeout(30):
             await channel.channel_ready()
 
@@ -93,7 +83,13 @@ async def test_a_connection_without_a_call_is_closed_after_the_idle_timeout(
             # The server's GOAWAY moves the client's channel from READY to IDLE.
             return bool(channel.get_state() == grpc.ChannelConnectivity.IDLE)
 
-        await until(gone_idle, "the idle connection to be closed by the endpoint")
+        await until(gone_idle, "a call-less connection to be closed as idle")
+
+
+async def test_a_connection_without_a_call_is_closed_after_the_idle_timeout(
+    endpoint: tuple[AgentEndpoint, str, FakeBackend],
+) -> None:
+    await _closed_as_idle(endpoint[1], [])
 
 
 async def test_a_quiet_stream_outlives_the_idle_timeout(
@@ -111,15 +107,7 @@ async def test_a_quiet_stream_outlives_the_idle_timeout(
         # The open call keeps the connection busy: wait until a fresh connection without
         # a call, opened after this one, has been closed as idle — then this one is older.
         # Its own subchannel pool: a second channel would otherwise share the connection.
-        own = [("grpc.use_local_subchannel_pool", 1)]
-        async with grpc.aio.insecure_channel(address, options=own) as probe:
-            async with asyncio.timeout(30):
-                await probe.channel_ready()
-
-            async def probe_idle() -> bool:
-                return bool(probe.get_state() == grpc.ChannelConnectivity.IDLE)
-
-            await until(probe_idle, "a call-less connection to be closed as idle")
+        await _closed_as_idle(address, [("grpc.use_local_subchannel_pool", 1)])
         assert channel.get_state() == grpc.ChannelConnectivity.READY
         refused = pb.AgentBatch(items=[pb.AgentItem(id=1, heartbeat=pb.HeartbeatRequest())])
         await stream.write(refused)
