@@ -9,6 +9,7 @@ saying why; in CI it fails."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import secrets
@@ -79,6 +80,23 @@ def _as(user: OtherUser, *argv: str, **env: str) -> subprocess.CompletedProcess[
     )
 
 
+def _tcp_listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its sockets' inodes in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.add(int(fields[1].rpartition(":")[2], 16))
+    return ports
+
+
 def _serving(base: str) -> bool:
     try:
         return httpx.get(base + "/healthz", timeout=5).status_code == 200
@@ -122,6 +140,9 @@ def test_another_local_user_cannot_drive_lite_and_the_owner_cli_can(
             ["cat", str(token_file)], user=other_user.uid, capture_output=True, check=False
         )
         assert reader.returncode != 0 and not reader.stdout
+
+        # Its agents dial a Unix socket only Lite's user may reach: the API is its one port.
+        assert _tcp_listening_ports(proc.pid) == {port}
 
         # The owner's CLI needs nothing more than before.
         listed = leoflow("dags", "list", "--server", base)
