@@ -13,7 +13,7 @@ import hashlib
 import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from leoflow.api import owner_token
@@ -82,9 +82,8 @@ def announce(
     ctx: ApiContext,
     url: str,
     say: Callable[[str], None],
-    close: Callable[[], Awaitable[None]],
-) -> Callable[[], Awaitable[None]]:
-    """Say how to reach the running API; write the owner token; the closer to use."""
+) -> None:
+    """Say how to reach the running API, and write the owner token where its CLI looks."""
     settings = ctx.settings
     say(f"leoflow api: {url}/api/v1 {access.describe()}")
     token = access.owner_token
@@ -92,11 +91,10 @@ def announce(
         if not access.auth.enabled:
             log.warning("%s", open_warning(settings))
             say(open_warning(settings))
-        return close
+        return
     path = owner_token.write(settings.home, url, token)
     code = issue_login_link(ctx, token)
     say(
         f"leoflow web UI: {url}{ONCE_PATH}?code={code} (a one-time link; later, log in "
         f"with the token in {path}, which the leoflow CLI of this user reads by itself)"
     )
-    return close

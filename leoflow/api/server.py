@@ -183,7 +183,8 @@ async def start_api_in_process(
     access.install(app.state.leoflow)
     check_secrets_in_process(app, settings)
     running = await start_server(app, host, port)
-    return announce(access, app.state.leoflow, running.url, say, running.close)
+    announce(access, app.state.leoflow, running.url, say)
+    return running.close
 
 
 async def _serve(settings: Settings, auth: Auth) -> int:
