@@ -31,8 +31,11 @@ WORKDIR /src
 # build/wheels/ exists only for `make image OFFLINE=1`: the glob may match nothing.
 COPY pyproject.toml README.md build/wheel[s]/ ./
 COPY leoflow/ leoflow/
-# The agent venv keeps no pip, setuptools, bytecode or packages' own tests: nothing runs
-# pip in it, and PYTHONDONTWRITEBYTECODE (below) keeps it from needing compiled files.
+# The agent venv keeps no pip, setuptools or packages' own tests: nothing runs pip in it.
+# Its bytecode is compiled here, once (unchecked-hash: the image never changes, so no
+# source is stat'ed to validate it): a task's root filesystem is read-only, so Python
+# could never write it there, and compiling every import at each task's start made the
+# agent's start ~3x slower in a container (2.8 s against 0.95 s, measured under load).
 RUN python -m venv /opt/leoflow \
     && if [ "$OFFLINE" = 1 ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/src; \
        else python -m pip wheel --no-cache-dir --no-deps --wheel-dir /src .; fi \
@@ -43,6 +46,8 @@ RUN python -m venv /opt/leoflow \
     && find /opt/leoflow/lib/python3*/site-packages -mindepth 2 -maxdepth 2 -name tests \
          -type d -exec rm -rf {} + \
     && find /opt/leoflow -depth -name '__pycache__' -type d -exec rm -rf {} + \
+    && /opt/leoflow/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash \
+         /opt/leoflow/lib \
     && /opt/leoflow/bin/leoflow --help >/dev/null
 
 # ---- final: slim runtime, no build tools, numeric non-root user

@@ -113,10 +113,23 @@ class Settings(BaseModel):
     # namespace, mounted read-only at /etc/leoflow/agent-ca.
     agent_tls_ca_configmap: str | None = None
     agent_tls_ca_secret: str | None = None
+    # Bounds on the endpoint's connections (leoflow/scheduler/agent_bounds.py): how many
+    # at once (at most half the process's descriptors), how long one may take to speak
+    # HTTP/2, stay without a call, or leave a keepalive ping unanswered (seconds).
+    agent_max_connections: int = Field(4096, gt=0, le=1_000_000)
+    agent_handshake_timeout: float = Field(10.0, gt=0, le=3600)
+    agent_idle_timeout: float = Field(300.0, gt=0, le=7 * 86400)
+    agent_keepalive_interval: float = Field(60.0, gt=0, le=86400)
+    agent_keepalive_timeout: float = Field(20.0, gt=0, le=3600)
+    agent_max_streams_per_connection: int = Field(100, gt=0, le=10_000)
 
     # --- http api
     api_listen: str = "127.0.0.1:8080"
     api_tokens_file: Path | None = None
+    # Lite without api_tokens_file: serve the API on loopback without any token (every
+    # local user may drive it), instead of requiring the owner token it writes to
+    # $LEOFLOW_HOME/api-token. For a host with one user only; Lite warns at start.
+    api_open_on_loopback: bool = False
     metrics_listen: str | None = None
     # Host names (besides 127.0.0.1, localhost, [::1]) and origins the API accepts
     # (leoflow/api/guard.py); comma-separated in the environment.

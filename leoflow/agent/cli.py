@@ -116,6 +116,10 @@ def run(argv: list[str]) -> int:
     if not endpoint:
         warn("no endpoint: set LEOFLOW_AGENT_ENDPOINT or pass --endpoint")
         return EXIT_USAGE
+    if pool:  # the warm agent holds pipes for every task it runs at once
+        from leoflow.agent.nofile import raise_open_files_limit
+
+        raise_open_files_limit()
     try:
         connect_timeout = float(os.environ.get("LEOFLOW_AGENT_CONNECT_TIMEOUT", "60"))
         kill_grace = float(os.environ.get("LEOFLOW_AGENT_KILL_GRACE", "10"))

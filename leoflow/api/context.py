@@ -36,6 +36,11 @@ class ApiContext:
     # Set when the server starts to shut down: long-lived streams (the UI's live
     # events, a followed log) end at once instead of holding uvicorn's grace period.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    # Lite's one-time login links (``lite_access``): SHA-256 of a code -> the owner token.
+    one_time_logins: dict[str, str] = field(default_factory=dict)
+    # What web UI sessions are signed from when token_signing_key is unset (Lite's owner
+    # token); None: a random key per process.
+    session_seed: str | None = None
 
     async def pause(self, seconds: float) -> bool:
         """Wait ``seconds``, or less if the server starts shutting down; True if it has."""

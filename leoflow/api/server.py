@@ -2,8 +2,9 @@
 ``leoflow api`` process (``serve_api``).
 
 Auth policy: with ``api_tokens_file`` set, every request but /healthz, /readyz and
-/metrics needs a token. Without it, Lite serves open but only on a loopback address,
-and ``leoflow api`` refuses to start.
+/metrics needs a token. Without it, Lite serves only on a loopback address and needs
+the owner token it writes to an owner-only file (``lite_access``), or nothing with
+``api_open_on_loopback``; ``leoflow api`` refuses to start.
 """
 
 from __future__ import annotations
@@ -174,15 +175,15 @@ async def start_api_in_process(
     notify: Callable[[], None] | None = None,
 ) -> Callable[[], Awaitable[None]]:
     """Lite: serve the API on ``settings.api_listen`` from this loop; return the closer."""
-    auth = auth_for(settings, require_tokens=False)
+    from leoflow.api.lite_access import announce, lite_access
+
+    access = lite_access(settings, auth_for(settings, require_tokens=False))
     host, port = parse_listen(settings.api_listen)
-    app = create_app(store, settings, auth=auth, notify=notify)
+    app = create_app(store, settings, auth=access.auth, notify=notify)
+    access.install(app.state.leoflow)
     check_secrets_in_process(app, settings)
     running = await start_server(app, host, port)
-    say(
-        f"leoflow api: {running.url}/api/v1 "
-        + ("(bearer tokens)" if auth.enabled else "(no auth: loopback only)")
-    )
+    announce(access, app.state.leoflow, running.url, say)
     return running.close
 
 

@@ -1,7 +1,9 @@
 """The commands over the HTTP API: the client, errors, ``--server/--token/--json``.
 
 Every such command takes ``--server`` (default: LEOFLOW_SERVER, else
-http://127.0.0.1:8080), ``--token`` (default: LEOFLOW_TOKEN) and ``--json``.
+http://127.0.0.1:8080), ``--token`` (default: LEOFLOW_TOKEN, else the owner token a
+local Lite of this user wrote for that address: ``leoflow.api.owner_token``) and
+``--json``.
 Tables for people, ``--json`` (the API's own JSON) for scripts. An API error
 prints its detail and exits 1. httpx is imported only when a command runs.
 """
@@ -15,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -58,13 +61,32 @@ def _server(args: argparse.Namespace) -> str:
     ).rstrip("/")
 
 
+def _owner(args: argparse.Namespace, server: str) -> str | None:
+    """The token the local Lite of this user wrote, if ``server`` is that Lite."""
+    from leoflow.api.owner_token import token_for
+
+    return token_for(_home(args), server)
+
+
+def _home(args: argparse.Namespace) -> Path:
+    """LEOFLOW_HOME, else the ``--config`` file's ``home``, else ~/.leoflow (as Lite)."""
+    if os.environ.get("LEOFLOW_HOME"):
+        return Path(os.environ["LEOFLOW_HOME"])
+    if getattr(args, "config", None) is not None:
+        from leoflow.commands.common import settings_of
+
+        return settings_of(args).home
+    return Path(os.path.expanduser("~")) / ".leoflow"
+
+
 @contextmanager
 def client(args: argparse.Namespace) -> Iterator[httpx.Client]:
     import httpx
 
-    token = getattr(args, "token", None) or os.environ.get("LEOFLOW_TOKEN")
+    server = _server(args)
+    token = getattr(args, "token", None) or os.environ.get("LEOFLOW_TOKEN") or _owner(args, server)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(base_url=_server(args), headers=headers, timeout=TIMEOUT) as session:
+    with httpx.Client(base_url=server, headers=headers, timeout=TIMEOUT) as session:
         yield session
 
 

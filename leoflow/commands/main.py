@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+# Commands that serve connections or run many tasks: their descriptor limit is raised.
+LONG_RUNNING = frozenset({"lite", "run", "scheduler", "api"})
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
 
 
@@ -84,7 +86,12 @@ def _main(argv: list[str]) -> int:
 
         settled()
         return dbt_task(argv[1:])
-    args = build_parser(command_word(argv)).parse_args(argv)
+    word = command_word(argv)
+    args = build_parser(word).parse_args(argv)
+    if word in LONG_RUNNING:
+        from leoflow.agent.nofile import raise_open_files_limit
+
+        raise_open_files_limit()
     if not getattr(args, "settles_gc", False):  # `leoflow run` does, after its imports
         from leoflow.agent.startup_gc import settled
 

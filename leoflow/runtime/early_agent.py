@@ -1,4 +1,6 @@
-"""``leoflow run``'s agent, started before the DAG loads and the store opens.
+"""``leoflow run``'s and ``leoflow lite``'s agent, started before the DAG loads and the
+store opens, on a Unix socket in a directory only this user may enter: no other local
+user can connect to the endpoint, let alone flood it.
 
 The pool agent needs the endpoint's address only when it is sent its first task,
 so with an address chosen up front (a Unix socket in a private directory) its

@@ -131,14 +131,32 @@ async def serve(
     say: Callable[[str], None] = print,
     api: bool = True,
 ) -> None:
-    """``leoflow lite``: schedule the folder's DAGs until SIGINT/SIGTERM."""
+    """``leoflow lite``: schedule the folder's DAGs until SIGINT/SIGTERM.
+
+    With the default agent endpoint, its agents dial a Unix socket in a directory only
+    Lite's user may enter (``early_agent``), not a loopback port any local user may
+    connect to."""
     if executor_name == "docker":
         from leoflow.runtime.engine import engine_problem
 
         problem = await engine_problem(settings)
         if problem is not None:
             raise StartupError(problem)
-    runtime = await open_runtime(settings, executor_name)
+    from leoflow.runtime.early_agent import early_agent
+
+    async with early_agent(settings, executor_name) as (settings, agent):
+        await _serve(settings, folder, executor_name, say, api, agent)
+
+
+async def _serve(
+    settings: Settings,
+    folder: Path,
+    executor_name: str,
+    say: Callable[[str], None],
+    api: bool,
+    agent: Executor | None,
+) -> None:
+    runtime = await open_runtime(settings, executor_name, executor=agent)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -56,6 +56,7 @@ from leoflow.scheduler.agent_backend import (
     TaskSession,
     TicketUse,
 )
+from leoflow.scheduler.agent_bounds import ConnectionBounds
 from leoflow.scheduler.agent_channel import ChannelHandler
 from leoflow.scheduler.agent_ops import (
     MAX_LOG_CHUNK,
@@ -122,6 +123,7 @@ class AgentEndpoint:
         session_ttl: float = 86400,
         heartbeat_interval: float = 5.0,
         max_message_bytes: int = 4 * 1024 * 1024,
+        bounds: ConnectionBounds | None = None,
     ) -> None:
         sign_session(new_claims(0, 0, now=0.0, ttl=1.0), signing_key)  # rejects weak keys now
         if session_ttl <= 0 or heartbeat_interval <= 0 or max_message_bytes <= 0:
@@ -131,6 +133,7 @@ class AgentEndpoint:
         )
         self._channel = ChannelHandler(self._ops, GRPC_REQUESTS.counts)
         self._max_message_bytes = max_message_bytes
+        self._bounds = bounds if bounds is not None else ConnectionBounds()
         self._server: grpc.aio.Server | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -148,6 +151,7 @@ class AgentEndpoint:
                 ("grpc.max_receive_message_length", self._max_message_bytes),
                 ("grpc.max_send_message_length", self._max_message_bytes),
                 ("grpc.so_reuseport", 0),
+                *self._bounds.server_options(),
             ]
         )
         handlers = self._handlers()

@@ -32,6 +32,7 @@ from leoflow.scheduler.agent_backend import (
     TaskSession,
     TicketUse,
 )
+from leoflow.scheduler.agent_bounds import ConnectionBounds
 from leoflow.scheduler.agent_endpoint import AgentEndpoint
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
 from leoflow.scheduler.mirror import RunMirror
@@ -294,6 +295,7 @@ async def start_agent_service(
         backend,
         signing_key(settings),
         heartbeat_interval=settings.heartbeat_interval,
+        bounds=ConnectionBounds.from_settings(settings),
     )
     tls = None
     if settings.agent_tls_cert_file is not None and settings.agent_tls_key_file is not None:

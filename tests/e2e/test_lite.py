@@ -15,6 +15,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import LEOFLOW, REPO
+from tests.support.lite_proc import wait
+
+# Other modules import it from here (test_hostile_dags).
+_wait = wait
 
 
 def _cron_dag(dag_id: str, body: str) -> str:
@@ -29,18 +33,6 @@ def _cron_dag(dag_id: str, body: str) -> str:
 def _query(home: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:  # sqlite3 rows
     with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
         return db.execute(sql, args).fetchall()
-
-
-def _wait(predicate: Callable[[], object], what: str, timeout: float = 45) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except sqlite3.OperationalError:
-            pass  # the database is still being created
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 StartLite = Callable[[Path], subprocess.Popen[str]]

@@ -9,12 +9,12 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import LEOFLOW, REPO
+from tests.support.lite_proc import wait as _wait
 
 # Far above the ~0.2 s it takes (benchmarks/bench_stop.py), so CPU contention cannot
 # fail it; today's main took 16 s.
@@ -24,18 +24,6 @@ EXIT_BOUND = 10.0
 def _query(home: Path, sql: str) -> list[tuple[object, ...]]:
     with sqlite3.connect(home / "leoflow.db", timeout=10) as db:
         return db.execute(sql).fetchall()
-
-
-def _wait(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except sqlite3.OperationalError:
-            pass  # the database is still being created
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _group_alive(pgid: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from playwright import sync_api as playwright_sync
 from playwright.sync_api import expect
 
+from leoflow.api import owner_token
 from tests.e2e.conftest import LEOFLOW, REPO
 from tests.support.net import free_port
 
@@ -74,6 +76,8 @@ class Lite:
         self.tmp_path = tmp_path
         self.proc: subprocess.Popen[str] | None = None
         self.starts = 0
+        self.token: str | None = None
+        self.login_link: str | None = None
 
     def start(self) -> None:
         out = open(self.tmp_path / f"lite-{self.starts}.out", "w")  # noqa: SIM115
@@ -86,15 +90,33 @@ class Lite:
             stderr=subprocess.STDOUT,
             text=True,
         )
+        output = self.tmp_path / f"lite-{self.starts - 1}.out"
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, (self.tmp_path / "lite-0.out").read_text()
+            assert self.proc.poll() is None, output.read_text()
+            link = re.search(r"leoflow web UI: (\S+)", output.read_text())
             try:
                 urllib.request.urlopen(self.base + "/healthz", timeout=2).read()
-                return
             except OSError:
                 time.sleep(0.2)
+                continue
+            if link is None and "LEOFLOW_API_TOKENS_FILE" not in self.env:
+                time.sleep(0.2)  # serving; its one-time link is printed next
+                continue
+            # Without a tokens file, Lite's owner token: what its owner's CLI reads.
+            self.token = owner_token.token_for(Path(self.env["LEOFLOW_HOME"]), self.base)
+            self.login_link = link.group(1) if link else None
+            return
         raise AssertionError("leoflow lite did not start serving")
+
+    def log_in(self, context: Any) -> None:
+        """Log a browser context in as Lite's owner, with the token from its file."""
+        answer = context.request.post(
+            self.base + "/ui/login",
+            data=json.dumps({"token": self.token}),
+            headers={"Content-Type": "application/json", "Origin": self.base},
+        )
+        assert answer.status == 200, answer.text()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -147,7 +169,8 @@ def shot(tmp_path: Path) -> Callable[[Any, str], None]:
 
 
 def _runs(lite: Lite, dag_id: str, token: str | None = None) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = _get(f"{lite.base}/api/v1/dags/{dag_id}/runs", token)["runs"]
+    url = f"{lite.base}/api/v1/dags/{dag_id}/runs"
+    runs: list[dict[str, Any]] = _get(url, token or lite.token)["runs"]
     return runs
 
 
@@ -160,6 +183,10 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     )
     page = context.new_page()
     page.goto(lite.base + "/")
+    assert "/login" in page.url  # Lite without tokens still needs its owner's
+    assert lite.login_link is not None
+    page.goto(lite.login_link)  # the one-time link `leoflow lite` printed
+    page.wait_for_url(lite.base + "/")
     assert page.locator("table.dags tbody tr").count() == 2
     assert page.locator("td.dag-id a", has_text="nightly_sales").is_visible()
     shot(page, "01-dags-empty")
@@ -215,7 +242,9 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     expect(page.locator(".facts dd").first).to_have_text("4 of 4", timeout=WAIT)
     expect(page.locator("h1 .badge")).to_contain_text("failed", timeout=WAIT)
     run_id = _runs(lite, "failing_report")[0]["run_id"]
-    tis = _get(f"{lite.base}/api/v1/dags/failing_report/runs/{run_id}/tasks")["task_instances"]
+    tis = _get(f"{lite.base}/api/v1/dags/failing_report/runs/{run_id}/tasks", lite.token)[
+        "task_instances"
+    ]
     by_task = {t["task_id"]: (t["state"], t["try_number"]) for t in tis}
     assert by_task == {
         "extract": ("failed", 4),
@@ -234,7 +263,7 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     page.fill("#slots-warehouse", "0")
     page.click("form.resize[data-pool=warehouse] button")
     page.wait_for_selector("td.occ:has-text('0 of 0 used')", timeout=WAIT)
-    _post(f"{lite.base}/api/v1/dags/nightly_sales/runs", {"run_id": "starved"})
+    _post(f"{lite.base}/api/v1/dags/nightly_sales/runs", {"run_id": "starved"}, lite.token)
     page.goto(lite.base + "/waiting")
     group = page.locator(".wait-group", has_text="pool warehouse is too small")
     expect(group.locator(".count")).to_have_text("3", timeout=WAIT)
@@ -253,7 +282,7 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     admin.fill("#slots-warehouse", "3")
     admin.click("form.resize[data-pool=warehouse] button")
     admin.wait_for_selector("td.occ:has-text('of 3 used')", timeout=WAIT)
-    assert {p["name"]: p["slots"] for p in _get(lite.base + "/api/v1/pools")["pools"]}[
+    assert {p["name"]: p["slots"] for p in _get(lite.base + "/api/v1/pools", lite.token)["pools"]}[
         "warehouse"
     ] == 3
     shot(admin, "08-pools")
@@ -268,6 +297,7 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     page.wait_for_selector("td.squares a.sq.s-failed")
     shot(page, "09-dags")
     phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    lite.log_in(phone)
     small = phone.new_page()
     small.goto(lite.base + "/dags/nightly_sales")
     small.wait_for_selector("#graph g.node")
@@ -291,7 +321,7 @@ def test_trigger_watch_log_clear_rerun_and_refusals(
     lite.stop()
     page.wait_for_selector("#live.down", timeout=WAIT)
     lite.start()
-    _post(f"{lite.base}/api/v1/dags/nightly_sales/runs", {"run_id": "after_restart"})
+    _post(f"{lite.base}/api/v1/dags/nightly_sales/runs", {"run_id": "after_restart"}, lite.token)
     page.wait_for_selector("#selected-run:text('after_restart')", timeout=WAIT)
     expect(page.locator("#graph g.node[data-state=success]")).to_have_count(8, timeout=WAIT)
     assert page.evaluate("window.__sameDocument") == "still"

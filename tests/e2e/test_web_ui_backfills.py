@@ -49,6 +49,7 @@ def test_backfill_pages_and_a_missed_deadline(
     (dags / "late_daily.yaml").write_text(LATE_DAILY)
     lite = make_lite(dags=str(dags))
     context = browser.new_context(viewport={"width": 1280, "height": 800}, timezone_id="UTC")
+    lite.log_in(context)
     page = context.new_page()
     page.on("dialog", lambda d: d.accept())  # the cancel button's confirm()
 
@@ -60,7 +61,7 @@ def test_backfill_pages_and_a_missed_deadline(
     )
     assert page.locator("#bf-preview li").count() == 4
     assert "Jan 01, 2026" in page.inner_text("#bf-preview li >> nth=0")
-    assert _get(f"{lite.base}/api/v1/dags/late_daily/backfills") == []  # nothing made
+    assert _get(f"{lite.base}/api/v1/dags/late_daily/backfills", lite.token) == []  # nothing made
     shot(page, "30-backfill-dialog")
     page.click("#bf-submit")
     page.wait_for_url(lite.base + "/dags/late_daily/backfills/1", timeout=WAIT)
@@ -81,7 +82,7 @@ def test_backfill_pages_and_a_missed_deadline(
     expect(page.locator("h1 .badge")).to_have_text("⊘cancelled", timeout=WAIT)
     assert "cancelled by" in page.inner_text(".facts")
     expect(page.locator("#cancel-backfill")).to_have_count(0)
-    made = _get(f"{lite.base}/api/v1/backfills/2")
+    made = _get(f"{lite.base}/api/v1/backfills/2", lite.token)
     assert made["backfill"]["state"] == "cancelled" and len(made["pending"]) >= 14
 
     page.goto(lite.base + "/dags/late_daily/backfills")
@@ -113,6 +114,7 @@ def test_backfill_pages_and_a_missed_deadline(
     shot(page, "35-dags-late-runs")
 
     phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    lite.log_in(phone)
     small = phone.new_page()
     for path, name in (
         ("/dags/late_daily/backfills/1", "36-phone-backfill"),

@@ -12,13 +12,13 @@ from urllib.parse import quote, urlsplit
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from leoflow.api.ui import actions, live, log_routes, pages, session
+from leoflow.api.ui import actions, live, log_routes, once, pages, session
 from leoflow.api.ui.moved import Redirect
 from leoflow.api.ui.present import Viewer
 from leoflow.api.ui.respond import ctx_of, finish, page_context
 
 router = APIRouter(include_in_schema=False)
-for _part in (live, log_routes, actions):
+for _part in (live, log_routes, actions, once):
     router.include_router(_part.router)
 
 _STATIC = {

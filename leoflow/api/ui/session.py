@@ -9,8 +9,9 @@ tokens (Lite on loopback) every visitor gets an anonymous session, which the
 CSRF token still needs.
 
 The signing key is derived from ``token_signing_key`` when it is set (every API
-replica then accepts every session); otherwise it is random per process and a
-restart ends the sessions (Lite issues a new anonymous one on the next request).
+replica then accepts every session), else from Lite's owner token (a session outlives
+Lite's restart, as the token does); otherwise it is random per process and a restart
+ends the sessions (an open Lite issues a new anonymous one on the next request).
 
 Every state-changing call needs all of: a JSON body, an ``Origin`` equal to the
 page's own origin, and an ``X-CSRF-Token`` header equal to HMAC(key, session id).
@@ -72,7 +73,7 @@ def _unb64(text: str) -> bytes:
 def keys_of(ctx: ApiContext) -> SessionKeys:
     keys: SessionKeys | None = getattr(ctx, "_ui_session_keys", None)
     if keys is None:
-        keys = SessionKeys(ctx.settings.token_signing_key)
+        keys = SessionKeys(ctx.settings.token_signing_key or ctx.session_seed)
         ctx._ui_session_keys = keys  # type: ignore[attr-defined]
     return keys
 

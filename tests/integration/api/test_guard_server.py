@@ -1,4 +1,4 @@
-"""The request guard over real sockets: Lite's token-less API against a cross-site
+"""The request guard over real sockets: Lite's open API (the opt-in) against a cross-site
 form post and a rebound Host, and ``leoflow api`` (Pro) against 200 MB bodies —
 refused after at most about the limit, with the server's peak memory unchanged."""
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from leoflow.api import owner_token
 from leoflow.store import Store
 from tests.integration.api.conftest import DAG_YAML, make_settings, put_dag
 from tests.integration.api.test_server import _api_process, start_lite, tokens_file
@@ -91,7 +92,8 @@ async def _snapshot(store: Store) -> tuple[list[str], int]:
 async def test_a_cross_site_form_post_cannot_apply_or_trigger_on_lite(
     store: Store, tmp_path: Path
 ) -> None:
-    settings = make_settings(tmp_path, api_listen="127.0.0.1:0")
+    # The open API (an opt-in): the guard alone keeps a browser's page out.
+    settings = make_settings(tmp_path, api_listen="127.0.0.1:0", api_open_on_loopback=True)
     url, closer, said = await start_lite(settings, store)
     evil = {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}
     form = {"Content-Type": "text/plain"}
@@ -129,8 +131,9 @@ async def test_lite_stops_reading_a_200_mb_body_at_the_limit(store: Store, tmp_p
     settings = make_settings(tmp_path, api_listen="127.0.0.1:0")
     url, closer, _ = await start_lite(settings, store)
     port = int(url.rsplit(":", 1)[1])
+    owner = {"Authorization": f"Bearer {owner_token.token_for(settings.home, url)}"}
     try:
-        head = post_head("/api/v1/dags", {**YAML, **CHUNKED})
+        head = post_head("/api/v1/dags", {**YAML, **CHUNKED, **owner})
         status, fields, body, sent = await asyncio.to_thread(send_until_answered, port, head)
         assert status == 413, body
         assert b"LEOFLOW_API_DAG_BODY_LIMIT" in body
@@ -142,7 +145,9 @@ async def test_lite_stops_reading_a_200_mb_body_at_the_limit(store: Store, tmp_p
         # A client that sends all before it reads (httpx: the CLI) and a body a little
         # over the limit still gets the answer, not a reset.
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-            r = await client.post("/api/v1/dags", content=b"x" * (3 * MB), headers=YAML)
+            r = await client.post(
+                "/api/v1/dags", content=b"x" * (3 * MB), headers={**YAML, **owner}
+            )
         assert r.status_code == 413 and "LEOFLOW_API_DAG_BODY_LIMIT" in r.json()["detail"]
         assert await _snapshot(store) == ([], 0)
     finally:

@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import signal
+import stat
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from leoflow.api import owner_token
 from leoflow.api.app import create_app
 from leoflow.api.auth import hash_token
 from leoflow.api.server import (
@@ -47,23 +49,70 @@ async def start_lite(settings: object, store: Store, **kw: object) -> tuple[str,
     return match.group(1), closer, said
 
 
-async def test_lite_serves_open_on_loopback_and_notifies(store: Store, tmp_path: Path) -> None:
+async def test_lite_without_tokens_needs_the_owner_token_it_keeps_in_an_owner_only_file(
+    store: Store, tmp_path: Path
+) -> None:
     await put_dag(store)
     woken: list[int] = []
     settings = make_settings(tmp_path, api_listen="127.0.0.1:0")
     url, closer, said = await start_lite(settings, store, notify=lambda: woken.append(1))
+    path = owner_token.token_path(settings.home)
     try:
-        assert "no auth: loopback only" in said[0]
+        assert "owner token" in said[0] and str(path) in said[1]
+        info = path.stat()
+        assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == os.geteuid()
+        token = owner_token.token_for(settings.home, url)
+        assert token is not None
+        # Another port, or a name that is not loopback, never gets it.
+        assert owner_token.token_for(settings.home, "http://127.0.0.1:1") is None
+        assert owner_token.token_for(settings.home, "http://example.com" + url[-6:]) is None
         async with httpx.AsyncClient(base_url=url) as client:
-            assert (await client.get("/api/v1/dags")).json()["dags"][0]["dag_id"] == "etl"
-            response = await client.post("/api/v1/dags/etl/runs", json={"run_id": "x"})
-            assert response.status_code == 201
-            assert woken == [1]
+            assert (await client.get("/api/v1/dags")).status_code == 401
+            assert (await client.post("/api/v1/dags/etl/runs", json={})).status_code == 401
+            owner = {"Authorization": f"Bearer {token}"}
+            listed = await client.get("/api/v1/dags", headers=owner)
+            assert listed.json()["dags"][0]["dag_id"] == "etl"
+            made = await client.post("/api/v1/dags/etl/runs", json={"run_id": "x"}, headers=owner)
+            assert made.status_code == 201 and woken == [1]
+            # The printed one-time link logs a browser in, once.
+            match = re.search(r"(/login/once\?code=\S+)", said[1])
+            assert match, said
+            first = await client.get(match.group(1))
+            assert first.status_code == 303 and "leoflow_session" in first.cookies
+            assert (await client.get("/")).status_code == 200  # the session cookie
+            client.cookies.clear()
+            assert (await client.get(match.group(1))).status_code == 401
+            assert (await client.get("/", follow_redirects=False)).status_code == 303
     finally:
         await closer()  # type: ignore[operator]
     with pytest.raises(httpx.ConnectError):
         async with httpx.AsyncClient(base_url=url) as client:
             await client.get("/healthz")
+    # The next start keeps the token (a logged-in browser and the CLI stay in).
+    url, closer, _ = await start_lite(settings, store)
+    try:
+        assert owner_token.token_for(settings.home, url) == token
+        async with httpx.AsyncClient(base_url=url) as client:
+            owner = {"Authorization": f"Bearer {token}"}
+            assert (await client.get("/api/v1/dags", headers=owner)).status_code == 200
+    finally:
+        await closer()  # type: ignore[operator]
+
+
+async def test_an_open_api_on_loopback_is_an_opt_in_that_warns(
+    store: Store, tmp_path: Path
+) -> None:
+    await put_dag(store)
+    settings = make_settings(tmp_path, api_listen="127.0.0.1:0", api_open_on_loopback=True)
+    url, closer, said = await start_lite(settings, store)
+    try:
+        assert "no auth" in said[0]
+        assert any("WARNING" in line and "every user of this host" in line for line in said)
+        assert not owner_token.token_path(settings.home).exists()
+        async with httpx.AsyncClient(base_url=url) as client:
+            assert (await client.get("/api/v1/dags")).status_code == 200
+    finally:
+        await closer()  # type: ignore[operator]
 
 
 @pytest.mark.parametrize("listen", ["0.0.0.0:0", "192.0.2.10:8080", ":8080"])

@@ -36,10 +36,13 @@ async def test_open_ui_streams_end_when_lite_stops(
     # would fail the test, not slow it.
     monkeypatch.setattr(server, "GRACEFUL_SHUTDOWN", 3600)
     settings = make_settings(tmp_path, api_listen="127.0.0.1:0")
-    url, closer, _ = await start_lite(settings, store)
+    url, closer, said = await start_lite(settings, store)
     page_events: list[str] = []
     log_events: list[str] = []
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        # Logged in as Lite's owner by the one-time link it printed.
+        link = said[1].split()[3].removeprefix(url)
+        assert (await client.get(link)).status_code == 303
         page = client.stream("GET", "/ui/events", params={"path": "/dags/etl"})
         log = client.stream(
             "GET", "/ui/log/stream", params={"dag": "etl", "run": "q", "task": "extract", "try": 1}
