@@ -25,8 +25,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from leoflow.dagfile.loader import LoadOptions, load_dag_folder
     from leoflow.dbt.project import expander
 
+    # The pools a run would find: the settings', those named here (made through the
+    # API, say), and each file's own declarations (the loader adds those).
+    known_pools = {*settings_of(args).pools, *(_names(args.pools) or ())}
     options = LoadOptions(
-        known_pools=_names(args.pools), passthrough=_names(args.passthrough), dbt=expander()
+        known_pools=known_pools, passthrough=_names(args.passthrough), dbt=expander()
     )
     result = load_dag_folder(Path(args.path), options)
     for error in result.errors:
@@ -237,7 +240,11 @@ def add_parser(sub: Any) -> None:
     validate.add_argument(
         "--passthrough", help="comma-separated execution fields the operator allows (Kubernetes)"
     )
-    validate.add_argument("--pools", help="comma-separated pool names that exist")
+    validate.add_argument(
+        "--pools",
+        help="comma-separated names of pools that exist besides the settings' "
+        "(created through the API); a task's pool is checked against these",
+    )
     validate.set_defaults(func=cmd_validate)
     nxt = dags.add_parser("next", help="print a DAG's next fire times, local and UTC")
     nxt.add_argument("target", help="a DAG file, or a dag_id found in --dags")

@@ -163,8 +163,41 @@ def _cycle_text(cycle: list[str]) -> str:
     return " -> ".join(names)
 
 
+def pool_problems(spec: DagSpec, known_pools: Collection[str]) -> list[tuple[tuple[str, ...], str]]:
+    """A task's pool must exist: the default, one the environment has, or one the file
+    declares under ``pools:`` (created when the DAG is stored; see leoflow.domain.dag)."""
+    known = {DEFAULT_POOL, *known_pools, *spec.pools}
+    return [
+        (
+            ("tasks", task_id, "pool"),
+            f"unknown pool {task.pool!r} (pools: {', '.join(sorted(known))}); declare it "
+            "under pools: in this file, or create it in the settings (pools) or the API",
+        )
+        for task_id, task in spec.tasks.items()
+        if task.pool not in known
+    ]
+
+
+def check_pools(loaded: LoadedDag, known_pools: Collection[str]) -> None:
+    """Raise DagFileError, with file, line and field, for each task whose pool is unknown."""
+    found = pool_problems(loaded.spec, known_pools)
+    if found:
+        lines = _parse(loaded.source)[1]
+        raise DagFileError(loaded.path, [_located(lines, loc, msg) for loc, msg in found])
+
+
+def _located(lines: dict[tuple[str, ...], int], loc: tuple[str, ...], message: str) -> Problem:
+    """A problem at the line of ``loc``, or of the nearest field above it that has one."""
+    for cut in range(len(loc), -1, -1):
+        if loc[:cut] in lines:
+            return Problem(".".join(loc), message, lines[loc[:cut]])
+    return Problem(".".join(loc), message)
+
+
 def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[str, ...], str]]:
     problems: list[tuple[tuple[str, ...], str]] = []
+    if options.known_pools is not None:
+        problems += pool_problems(spec, options.known_pools)
     known = sorted(spec.tasks)
     for task_id, task in spec.tasks.items():
         for index, upstream in enumerate(task.depends_on):
@@ -179,12 +212,6 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
                         f"unknown task {upstream!r} (tasks in this DAG: {', '.join(known)})",
                     )
                 )
-        known_pools = options.known_pools
-        if known_pools is not None and task.pool not in {DEFAULT_POOL, *known_pools}:
-            pools = ", ".join(sorted({DEFAULT_POOL, *known_pools}))
-            problems.append(
-                (("tasks", task_id, "pool"), f"unknown pool {task.pool!r} (pools: {pools})")
-            )
         if options.passthrough is not None:
             allowed = set(options.passthrough)
             for name in task.execution.declared():
@@ -228,12 +255,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
         raise DagFileError(path, [Problem(".".join(exc.path), exc.message, exc.line)]) from exc
 
     def problem(loc: tuple[str, ...], message: str) -> Problem:
-        line = None
-        for cut in range(len(loc), -1, -1):
-            if loc[:cut] in lines:
-                line = lines[loc[:cut]]
-                break
-        return Problem(".".join(loc), message, line)
+        return _located(lines, loc, message)
 
     if not isinstance(raw, dict):
         raise DagFileError(path, [Problem("", "expected a mapping with dag_id and tasks", 1)])

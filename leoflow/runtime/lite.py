@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.aio.waits import wait_set
-from leoflow.dagfile.loader import DagFileError, LoadedDag, Problem, load_options
+from leoflow.dagfile.loader import LoadedDag, check_pools, load_options
 from leoflow.dbt.project import expander
-from leoflow.domain.dag import DEFAULT_POOL
 from leoflow.domain.execution import Executor
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.runtime.assembly import Closer, Runtime, open_runtime
-from leoflow.runtime.dagfolder import DagFolderWatcher, record_dag, sync_dag_folder
+from leoflow.runtime.dagfolder import (
+    DagFolderWatcher,
+    add_declared_pools,
+    record_dag,
+    sync_dag_folder,
+)
 from leoflow.runtime.lease import StartupError
 from leoflow.scheduler.mirror import TaskMirror
 from leoflow.secrets import DirectorySecrets
@@ -46,7 +50,9 @@ async def run_dag(
     the returned runtime. ``watch`` sees the runtime before the run starts."""
     runtime = await open_runtime(settings, executor_name, solo=True, executor=executor)
     try:
-        _check_pools(loaded, set(runtime.scheduler.config.pools) | {DEFAULT_POOL})
+        check_pools(loaded, [p.name for p in await runtime.store.list_pools()])
+        for name, slots in (await add_declared_pools(runtime.store, loaded.spec)).items():
+            runtime.scheduler.set_pool(name, slots)
         dag_id = loaded.spec.dag_id
         await record_dag(runtime.store, loaded)  # the scheduler reads it from there
         # The scheduler parses its own copy from the store (YAML gives types JSON does
@@ -61,23 +67,6 @@ async def run_dag(
         await runtime.close()
         raise
     return final, runtime
-
-
-def _check_pools(loaded: LoadedDag, known: set[str]) -> None:
-    missing = sorted(loaded.spec.pools() - known)
-    if missing:
-        raise DagFileError(
-            loaded.path,
-            [
-                Problem(
-                    f"tasks.{task_id}.pool",
-                    f"unknown pool {task.pool!r} (pools: {', '.join(sorted(known))}); "
-                    "define it in the settings (pools) or through the API",
-                )
-                for task_id, task in loaded.spec.tasks.items()
-                if task.pool in missing
-            ],
-        )
 
 
 async def _wait_or_stop(runtime: Runtime, row: RunRow, stop: asyncio.Event | None) -> RunRow:

@@ -489,7 +489,7 @@ def test_unknown_pool() -> None:
 def test_known_and_default_pools_load() -> None:
     text = "dag_id: d\ntasks:\n  a: {command: x, pool: warehouse}\n  b: {command: x}\n"
     spec = parse_dag(text, PATH, LoadOptions(known_pools={"warehouse"}))
-    assert spec.pools() == {"warehouse", DEFAULT_POOL}
+    assert spec.used_pools() == {"warehouse", DEFAULT_POOL}
 
 
 def test_pools_not_checked_without_known_pools() -> None:
