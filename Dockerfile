@@ -30,7 +30,7 @@ COPY pyproject.toml README.md ./
 COPY leoflow/ leoflow/
 RUN python -m venv /opt/leoflow \
     && python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
-    && /opt/leoflow/bin/pip install --no-cache-dir /wheels/*.whl \
+    && /opt/leoflow/bin/pip install --no-cache-dir "$(echo /wheels/leoflow-*.whl)[pro]" \
     && find /opt/leoflow -depth -name '__pycache__' -type d -exec rm -rf {} + \
     && /opt/leoflow/bin/leoflow --help >/dev/null
 
