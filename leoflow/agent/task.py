@@ -9,6 +9,7 @@ lives in ``Supervisor``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 import contextlib
 import os
 import signal
@@ -34,6 +35,7 @@ from leoflow.agent.outcome import (
     own_program,
     reason_path,
     secret_env_name,
+    shell_not_found,
     signal_name,
     spawn_failure,
     take_reason,
@@ -86,6 +88,8 @@ class TaskRun:
         self._escalate = False
         self.reason_path = ""
         self.files: TaskFiles | None = None
+        # The command and its PATH, to name a shell string's missing program (exit 127).
+        self.command: tuple[Sequence[str], str | None] = ((), None)
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -235,6 +239,7 @@ class TaskRun:
             as_user = {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
         # A command may say why it failed in a line of its own (the dbt wrapper does).
         self.reason_path = env["LEOFLOW_EXIT_REASON_FILE"] = reason_path()
+        self.command = (tuple(spec.argv), env.get("PATH"))
         oom_before = self.sup.sample_oom(self)
         warden = self.sup.warden
         argv, hook = lifeline(
@@ -354,6 +359,8 @@ class TaskRun:
             message = f"cancelled: {self.cancel_reason}"
         else:
             message = exit_description(exit_code, signum)
+            if exit_code == EXIT_NOT_FOUND and not signum:
+                message = shell_not_found(*self.command) or message
             if reason and exit_code:
                 message = f"{reason} ({message})"
             if self.forwarded is not None:

@@ -24,6 +24,7 @@ from leoflow.commands.http import api_command as _run
 from leoflow.commands.http import call as _call
 from leoflow.commands.http import client as _client
 from leoflow.commands.http import print_json as _print_json
+from leoflow.domain.words import plural
 
 POLL_SECONDS = 1.0
 
@@ -93,7 +94,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.dry_run:
             dates = out["logical_dates"]
-            print(f"{args.dag_id}: {len(dates)} run(s), at most {out['max_active_runs']} at a time")
+            runs = plural(len(dates), "run")
+            print(f"{args.dag_id}: {runs}, at most {out['max_active_runs']} at a time")
             for date in dates:
                 print(f"  {date}")
             if out["skipped"]:

@@ -12,6 +12,7 @@ from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load_targe
 from leoflow.commands.http import Command, api_command, api_parser, call, client, print_json, url
 from leoflow.commands.tables import table_of
 from leoflow.domain.printable import printable
+from leoflow.domain.words import plural
 
 if TYPE_CHECKING:
     from leoflow.domain.dag import DagSpec
@@ -35,13 +36,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for error in result.errors:
         print(error, file=sys.stderr)
     for dag_id, loaded in sorted(result.dags.items()):
-        print(printable(f"ok  {dag_id}  ({len(loaded.spec.tasks)} tasks)  {loaded.path}"))
+        tasks = plural(len(loaded.spec.tasks), "task")
+        print(printable(f"ok  {dag_id}  ({tasks})  {loaded.path}"))
         _note_catchup(args, loaded.spec)
     if result.errors:
         problems = sum(len(e.problems) for e in result.errors)
         print(
-            f"{len(result.errors)} file(s) with {problems} problem(s); "
-            f"{len(result.dags)} DAG(s) valid",
+            f"{plural(len(result.errors), 'file')} with {plural(problems, 'problem')}; "
+            f"{plural(len(result.dags), 'DAG')} valid",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -171,7 +173,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
                 what = (
                     "created" if body["created"] else "changed" if body["changed"] else "unchanged"
                 )
-                count = f"{body['task_count']} tasks{note}"
+                count = f"{plural(body['task_count'], 'task')}{note}"
                 print(printable(f"{body['dag_id']}: {what} ({count}) from {path}"))
     if args.json:
         print_json(results)

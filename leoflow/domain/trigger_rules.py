@@ -121,4 +121,4 @@ _WAITING_FOR = {
 def waiting_message(rule: TriggerRule, c: Counts) -> str:
     """Why a task with this rule still waits (the decision is ``wait``)."""
     need = _WAITING_FOR[rule].format(n=c.total)
-    return f"trigger rule {rule.value}: waiting for {need}; {c.unfinished} still running"
+    return f"trigger rule {rule.value}: waiting for {need}; {c.unfinished} not finished"

@@ -17,6 +17,7 @@ from leoflow.dagfile.loader import LoadedDag, check_pools, load_options
 from leoflow.dbt.project import expander
 from leoflow.domain.execution import Executor
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
+from leoflow.domain.words import plural
 from leoflow.runtime.assembly import Closer, Runtime, open_runtime
 from leoflow.runtime.dagfolder import (
     DagFolderWatcher,
@@ -140,7 +141,7 @@ async def serve(
         if api:
             runtime.closers.append(await _start_api(settings, runtime, say))
         say(
-            f"leoflow lite: {len(watcher.good)} DAG(s) from {folder}, state in "
+            f"leoflow lite: {plural(len(watcher.good), 'DAG')} from {folder}, state in "
             f"{settings.resolved_database_url}; Ctrl-C stops"
         )
         while not stop.is_set():
@@ -173,7 +174,7 @@ def describe_killed(interrupted: list[TaskMirror]) -> str:
         return "no task was running"
     names = ", ".join(sorted(ti.task_id for ti in interrupted)[:5])
     more = "" if len(interrupted) <= 5 else f" and {len(interrupted) - 5} more"
-    return f"{len(interrupted)} running task(s) killed ({names}{more})"
+    return f"{plural(len(interrupted), 'running task')} killed ({names}{more})"
 
 
 def describe_interrupted(interrupted: list[TaskMirror]) -> str:

@@ -112,7 +112,7 @@ def test_validate_lists_every_problem_with_file_line_and_field(
     assert f"{bad}:10: tasks.b.retries: input should be a valid integer" in done.stderr
     assert f"{folder / 'good.yaml'}" in done.stderr  # the duplicate names the first file
     assert "duplicate dag_id 'good'" in done.stderr
-    assert "ok  good  (1 tasks)" in done.stdout
+    assert "ok  good  (1 task)" in done.stdout
 
     (folder / "bad.yaml").unlink()
     (folder / "dup.yaml").unlink()
@@ -132,11 +132,11 @@ def test_db_prune_dry_run_then_prune(leoflow: Leoflow, tmp_path: Path) -> None:
     assert leoflow("run", str(dag), "--executor", "subprocess").returncode == 0
     dry = leoflow("db", "prune", "--older-than", "0s", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.startswith("would delete 1 run(s), 1 task instance(s)")
+    assert dry.stdout.startswith("would delete 1 run, 1 task instance, ")
     done = leoflow("db", "prune", "--older-than", "0s")
-    assert done.stdout.startswith("deleted 1 run(s), 1 task instance(s)")
+    assert done.stdout.startswith("deleted 1 run, 1 task instance, ")
     again = leoflow("db", "prune", "--older-than", "0s")
-    assert again.stdout.startswith("deleted 0 run(s)")
+    assert again.stdout.startswith("deleted 0 runs, 0 task instances")
     bad = leoflow("db", "prune", "--older-than", "soon")
     assert bad.returncode == 2
     assert "--older-than" in bad.stderr

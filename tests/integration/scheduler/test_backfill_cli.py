@@ -52,7 +52,7 @@ async def test_dry_run_follow_and_refusal(
     await scheduler.start()
     span = ("daily", "--from", "2026-03-01", "--to", "2026-03-06")
     code, out, _ = await finish(await start_cli(live, *span, "--dry-run"))
-    assert code == 0 and out.splitlines()[0] == "daily: 6 run(s), at most 5 at a time"
+    assert code == 0 and out.splitlines()[0] == "daily: 6 runs, at most 5 at a time"
     assert "2026-03-06T00:00:00Z" in out and await list_backfills(store) == []
 
     code, out, err = await finish(await start_cli(live, *span, "--max-active-runs", "2"))
