@@ -124,10 +124,64 @@ def spawn_failure(exc: Exception, program: str, cwd: str, user: TaskUser | None)
 
 # What sh runs without looking for a program: its builtins and keywords.
 _SHELL_WORDS = frozenset(
-    "! { } [ [[ . : alias bg break case cd command continue do done echo elif else esac "
-    "eval exec exit export false fg fi for getopts hash if in jobs kill local printf pwd "
-    "read readonly return set shift source test then times trap true type ulimit umask "
-    "unalias unset until wait while".split()
+    [
+        "!",
+        "{",
+        "}",
+        "[",
+        "[[",
+        ".",
+        ":",
+        "alias",
+        "bg",
+        "break",
+        "case",
+        "cd",
+        "command",
+        "continue",
+        "do",
+        "done",
+        "echo",
+        "elif",
+        "else",
+        "esac",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "fg",
+        "fi",
+        "for",
+        "getopts",
+        "hash",
+        "if",
+        "in",
+        "jobs",
+        "kill",
+        "local",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "source",
+        "test",
+        "then",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "until",
+        "wait",
+        "while",
+    ]
 )
 # The first word a shell string runs, past leading VAR=value assignments.
 _FIRST_PROGRAM = re.compile(r"\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*([^\s;&|()<>'\"`$]+)")

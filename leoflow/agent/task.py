@@ -9,11 +9,11 @@ lives in ``Supervisor``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from typing import Any
 
 from leoflow.agent import nonblocking_spawn
