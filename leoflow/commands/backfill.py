@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -36,7 +36,7 @@ def add_backfill_command(sub: Any) -> None:
     add_remote_options(p)
     p.add_argument("dag_id", nargs="?", metavar="DAG")
     p.add_argument("--from", dest="start", help="first day or instant (ISO 8601; naive is UTC)")
-    p.add_argument("--to", dest="end", help="last day or instant, included (ISO 8601)")
+    p.add_argument("--to", dest="end", help="last day (all of it) or instant, included (ISO 8601)")
     p.add_argument("--reprocess-failed", action="store_true", help="rerun points whose runs failed")
     p.add_argument(
         "--max-active-runs", type=int, help="runs live at once (default: the DAG's setting)"
@@ -49,11 +49,13 @@ def add_backfill_command(sub: Any) -> None:
 
 
 def _instant(text: str, flag: str) -> str:
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ApiError(f"{flag} {text!r} is not an ISO 8601 date or time") from exc
-    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()
+    """The bound as the API and the web UI read it too: ``--to DAY`` is all of DAY."""
+    from leoflow.domain.backfill import range_bound
+
+    moment = range_bound(text, end=flag == "--to")
+    if not isinstance(moment, datetime):
+        raise ApiError(f"{flag} {text!r} is not an ISO 8601 date or time")
+    return moment.isoformat()
 
 
 def _line(backfill: dict[str, Any]) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load_target, settings_of
 from leoflow.commands.http import Command, api_command, api_parser, call, client, print_json, url
 from leoflow.commands.tables import table_of
+from leoflow.domain.origins import ADHOC_PREFIX, is_adhoc
 from leoflow.domain.printable import printable
 from leoflow.domain.words import plural
 
@@ -192,13 +194,20 @@ def _safe_name(name: str) -> str:
     return (cleaned or "leoflow.yaml")[:200]
 
 
+def _origin(dag: Mapping[str, Any]) -> str:
+    fileloc = str(dag["fileloc"])
+    if is_adhoc(fileloc):
+        return f"leoflow run {fileloc.removeprefix(ADHOC_PREFIX)}"
+    return fileloc
+
+
 DAG_COLUMNS = (
     ("DAG", "dag_id"),
     ("PAUSED", lambda d: "yes" if d["paused"] else "no"),
     ("SCHEDULE", lambda d: d["schedule"] or "-"),
     ("TASKS", "task_count"),
-    ("", lambda d: "" if d["active"] else "inactive"),
-    ("FROM", "fileloc"),
+    ("ACTIVE", lambda d: "yes" if d["active"] else "no"),
+    ("FROM", _origin),
 )
 
 
@@ -206,10 +215,18 @@ DAG_COLUMNS = (
 def cmd_list(args: argparse.Namespace) -> int:
     with client(args) as session:
         data = call(session, "GET", "/api/v1/dags").json()
+    hidden = [] if args.all else [d for d in data["dags"] if is_adhoc(str(d["fileloc"]))]
+    data["dags"] = [d for d in data["dags"] if d not in hidden]
     if args.json:
         print_json(data)
         return EXIT_OK
     print(table_of(data["dags"], DAG_COLUMNS))
+    if hidden:
+        print(
+            f"({plural(len(hidden), 'DAG')} registered only by leoflow run FILE not shown; "
+            "--all shows them)",
+            file=sys.stderr,
+        )
     for error in data["import_errors"]:
         print(
             printable(f"\nimport error in {error['fileloc']}:\n{error['error']}", lines=True),
@@ -264,7 +281,11 @@ def add_parser(sub: Any) -> None:
         cmd_apply,
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    api_parser(dags, "list", "DAGs the API knows, and files that failed to load", cmd_list)
+    what = "DAGs the API knows, and files that failed to load"
+    listing = api_parser(dags, "list", what, cmd_list, local=True)
+    listing.add_argument(
+        "--all", action="store_true", help="also the DAGs only `leoflow run FILE` registered"
+    )
     for name, paused in (("pause", True), ("unpause", False)):
         p = api_parser(dags, name, f"{name} a DAG (operator)", _pause(paused))
         p.add_argument("dag_id", metavar="DAG")

@@ -153,5 +153,5 @@ def add_parser(sub: Any) -> None:
         help="on a terminal too, print the log's bytes unchanged (default: escape control "
         "sequences other than colours)",
     )
-    add_remote_options(logs)
+    add_remote_options(logs, local=True)
     logs.set_defaults(func=cmd_logs)

@@ -24,6 +24,7 @@ from leoflow.dagfile.loader import (
 from leoflow.dbt.changes import project_stamps
 from leoflow.domain.catalogue import CatalogueEntry
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.origins import ADHOC_PREFIX, is_adhoc
 from leoflow.domain.printable import printable
 
 if TYPE_CHECKING:
@@ -31,8 +32,15 @@ if TYPE_CHECKING:
     from leoflow.store import Store
 
 
-async def record_dag(store: Store, loaded: LoadedDag) -> None:
-    entry = CatalogueEntry.of(loaded.spec, fileloc=str(loaded.path), source=loaded.source)
+async def record_dag(store: Store, loaded: LoadedDag, *, adhoc: bool = False) -> None:
+    """Store the DAG; ``adhoc`` (``leoflow run FILE``) marks it as such unless a folder
+    or the API has it already (an active DAG of another origin stays theirs)."""
+    fileloc = str(loaded.path)
+    if adhoc:
+        known = await store.get_dag(loaded.spec.dag_id)
+        if known is None or not known.active or is_adhoc(known.fileloc):
+            fileloc = ADHOC_PREFIX + fileloc
+    entry = CatalogueEntry.of(loaded.spec, fileloc=fileloc, source=loaded.source)
     await store.upsert_dag(
         entry.dag_id,
         fileloc=entry.fileloc,

@@ -55,7 +55,7 @@ async def run_dag(
         for name, slots in (await add_declared_pools(runtime.store, loaded.spec)).items():
             runtime.scheduler.set_pool(name, slots)
         dag_id = loaded.spec.dag_id
-        await record_dag(runtime.store, loaded)  # the scheduler reads it from there
+        await record_dag(runtime.store, loaded, adhoc=True)  # the scheduler reads it there
         # The scheduler parses its own copy from the store (YAML gives types JSON does
         # not); a caller that passed its only reference lets this one go (~1 KB a task).
         del loaded
