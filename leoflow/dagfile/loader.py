@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from leoflow.dagfile.cycles import cycle_text, find_cycle
+from leoflow.dagfile.hints import did_you_mean, unknown_upstreams
 from leoflow.dagfile.notify_secrets import missing_webhook_secrets
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
@@ -45,7 +47,8 @@ class DagFileError(Exception):
 
     def __init__(self, path: Path, problems: Iterable[Problem]) -> None:
         self.path = path
-        self.problems = tuple(problems)
+        # In the file's order; a problem of the whole file (no line) first.
+        self.problems = tuple(sorted(problems, key=lambda p: p.line or 0))
         super().__init__("\n".join(p.render(path) for p in self.problems))
 
 
@@ -110,7 +113,7 @@ def _pydantic_problem(err: Any, prefix: tuple[str, ...] = ()) -> tuple[tuple[str
     loc = prefix + tuple(str(p) for p in err["loc"])
     kind = err["type"]
     if kind == "extra_forbidden":
-        return loc, "unknown field"
+        return loc, "unknown field" + did_you_mean(loc)
     if kind == "missing":
         return loc, "required field is missing"
     message = str(err["msg"])
@@ -125,42 +128,6 @@ def _parse(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
     """The document and the line of every field path, from one bounded pass."""
     document = read_document(text)
     return document.value, document.lines
-
-
-def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
-    """One dependency cycle as a path that ends where it starts, or None.
-
-    Iterative depth-first search: a valid 10,000-task chain is as deep as the
-    walk gets, far beyond Python's recursion limit.
-    """
-    state: dict[str, int] = {}  # 1 on the current path, 2 done
-    for root in sorted(graph):
-        if root in state:
-            continue
-        path = [root]
-        state[root] = 1
-        pending = [iter(graph.get(root, ()))]
-        while pending:
-            for upstream in pending[-1]:
-                mark = state.get(upstream)
-                if mark == 1:
-                    return [*path[path.index(upstream) :], upstream]
-                if mark is None:
-                    state[upstream] = 1
-                    path.append(upstream)
-                    pending.append(iter(graph.get(upstream, ())))
-                    break
-            else:
-                pending.pop()
-                state[path.pop()] = 2
-    return None
-
-
-def _cycle_text(cycle: list[str]) -> str:
-    names = list(reversed(cycle))
-    if len(names) > 12:  # a 10,000-task cycle is one line, not 10,000 names
-        names = [*names[:5], f"... {len(names) - 11} more ...", *names[-6:]]
-    return " -> ".join(names)
 
 
 def pool_problems(spec: DagSpec, known_pools: Collection[str]) -> list[tuple[tuple[str, ...], str]]:
@@ -235,12 +202,12 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
                         )
                     )
     if not any(p[0][2:3] == ("depends_on",) for p in problems):
-        cycle = _find_cycle({t: s.depends_on for t, s in spec.tasks.items()})
+        cycle = find_cycle({t: s.depends_on for t, s in spec.tasks.items()})
         if cycle:
             problems.append(
                 (
                     ("tasks", cycle[0], "depends_on"),
-                    f"dependency cycle: {_cycle_text(cycle)}"
+                    f"dependency cycle: {cycle_text(cycle)}"
                     " (each task would have to run before the next)",
                 )
             )
@@ -250,10 +217,23 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
 def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> DagSpec:
     """Validate one DAG document; raise DagFileError listing every problem found."""
     try:
-        raw, lines = _parse(text)
+        document = read_document(text)
     except YamlDocError as exc:
         raise DagFileError(path, [Problem(".".join(exc.path), exc.message, exc.line)]) from exc
+    # A key set twice is one problem among the file's others, not the end of the check.
+    twice = [Problem(".".join(d.path), d.message, d.line) for d in document.duplicates]
+    try:
+        spec = _validate(document.value, document.lines, path, options)
+    except DagFileError as exc:
+        raise DagFileError(path, [*twice, *exc.problems]) from exc
+    if twice:
+        raise DagFileError(path, twice)
+    return spec
 
+
+def _validate(
+    raw: Any, lines: dict[tuple[str, ...], int], path: Path, options: LoadOptions
+) -> DagSpec:
     def problem(loc: tuple[str, ...], message: str) -> Problem:
         return _located(lines, loc, message)
 
@@ -323,6 +303,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
             if key not in seen:
                 seen.add(key)
                 problems.append(problem(loc, message))
+        problems += [problem(*p) for p in unknown_upstreams(tasks_raw, dbt_tasks)]
         raise DagFileError(path, problems) from exc
     if problems:
         raise DagFileError(path, problems)

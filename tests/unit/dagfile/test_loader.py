@@ -591,7 +591,11 @@ def test_unknown_key_in_defaults_is_reported_once() -> None:
         "dag_id: d\ndefaults:\n  retrys: 2\ntasks:\n  a: {command: x}\n  b: {command: x}\n"
     )
     problem = only(err)
-    assert (problem.field, problem.line, problem.message) == ("defaults.retrys", 3, "unknown field")
+    assert (problem.field, problem.line, problem.message) == (
+        "defaults.retrys",
+        3,
+        "unknown field; did you mean 'retries'?",
+    )
 
 
 def test_bad_command_in_defaults_is_reported_once_at_defaults() -> None:
