@@ -74,6 +74,13 @@ def _note_catchup(args: argparse.Namespace, spec: DagSpec) -> None:
         )
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from leoflow.dagfile.schema import shipped_schema
+
+    sys.stdout.write(shipped_schema())
+    return EXIT_OK
+
+
 def cmd_next(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
     from zoneinfo import ZoneInfo
@@ -265,6 +272,10 @@ def add_parser(sub: Any) -> None:
         "(created through the API); a task's pool is checked against these",
     )
     validate.set_defaults(func=cmd_validate)
+    schema = dags.add_parser(
+        "schema", help="print the JSON Schema of leoflow.yaml (for editors: see README)"
+    )
+    schema.set_defaults(func=cmd_schema)
     nxt = dags.add_parser("next", help="print a DAG's next fire times, local and UTC")
     nxt.add_argument("target", help="a DAG file, or a dag_id found in --dags")
     nxt.add_argument(
