@@ -103,7 +103,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             if out["skipped"]:
                 print(f"skipped (a run exists): {len(out['skipped'])}")
             return EXIT_OK
-        print(_line(out), flush=True)
+        if not args.json:  # --json: stdout is the one document at the end
+            print(_line(out), flush=True)
         if args.no_wait:
             return EXIT_OK
         return _follow(client, int(out["pk"]), args.json)
@@ -122,9 +123,9 @@ def _follow(client: Any, pk: int, as_json: bool) -> int:
                 return 130
             backfill = _call(client, "GET", f"/api/v1/backfills/{pk}").json()["backfill"]
             line = _line(backfill)
-            if line != last:
+            if line != last and not as_json:
                 print(line, flush=True)
-                last = line
+            last = line
             if backfill["state"] != "running":
                 if as_json:
                     _print_json(backfill)

@@ -35,6 +35,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         known_pools=known_pools, passthrough=_names(args.passthrough), dbt=expander()
     )
     result = load_dag_folder(Path(args.path), options)
+    if args.json:
+        from leoflow.commands.json_out import validate_document
+
+        document = validate_document(result)
+        print_json(document)
+        return EXIT_OK if document["valid"] else EXIT_FAILED
     for error in result.errors:
         print(error, file=sys.stderr)
     for dag_id, loaded in sorted(result.dags.items()):
@@ -108,8 +114,22 @@ def cmd_next(args: argparse.Namespace) -> int:
         print(f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr)
         return EXIT_FAILED
     zone = ZoneInfo(spec.timezone)
-    print(f"{spec.dag_id}: {spec.schedule!r} in {spec.timezone}")
     fires = next_fires(spec, after, args.n)
+    if args.json:
+        print_json(
+            {
+                "dag_id": spec.dag_id,
+                "schedule": spec.schedule,
+                "timezone": spec.timezone,
+                "fires": [
+                    {"local": f.astimezone(zone).isoformat(), "utc": f.astimezone(UTC).isoformat()}
+                    for f in fires
+                ],
+                "complete": len(fires) == args.n,
+            }
+        )
+        return EXIT_OK
+    print(f"{spec.dag_id}: {spec.schedule!r} in {spec.timezone}")
     for fire in fires:
         local = fire.astimezone(zone)
         zone_name = f"{local:%Z}"
@@ -271,6 +291,9 @@ def add_parser(sub: Any) -> None:
         help="comma-separated names of pools that exist besides the settings' "
         "(created through the API); a task's pool is checked against these",
     )
+    validate.add_argument(
+        "--json", action="store_true", help="print the DAGs and every problem as JSON"
+    )
     validate.set_defaults(func=cmd_validate)
     schema = dags.add_parser(
         "schema", help="print the JSON Schema of leoflow.yaml (for editors: see README)"
@@ -283,6 +306,7 @@ def add_parser(sub: Any) -> None:
     )
     nxt.add_argument("-n", type=int, default=5, help="how many fire times (default 5)")
     nxt.add_argument("--after", help="ISO 8601 time to count from (default now; naive is UTC)")
+    nxt.add_argument("--json", action="store_true", help="print the fire times as JSON")
     nxt.set_defaults(func=cmd_next)
 
     p = api_parser(

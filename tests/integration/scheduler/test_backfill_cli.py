@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -120,3 +121,21 @@ async def test_to_a_day_includes_that_day_in_the_cli_the_api_and_the_ui(
         assert planned.json()["logical_dates"] == expected
     ui = (REPO / "leoflow/api/ui/static/ui.js").read_text()
     assert "end: to || null" in ui  # the page sends the day as typed; the API reads it
+
+
+async def test_backfill_json_prints_one_document(
+    live: RunningApi, make_scheduler: SchedulerFactory, tmp_path: Path
+) -> None:
+    """Following with --json: no progress lines, the finished backfill as one document."""
+    scheduler = await make_scheduler(daily(tmp_path, "true"))
+    await scheduler.start()
+    span = ("daily", "--from", "2026-03-01", "--to", "2026-03-02", "--json")
+    code, out, err = await finish(await start_cli(live, *span))
+    assert code == 0, err
+    done = json.loads(out)
+    assert (done["dag_id"], done["state"]) == ("daily", "success")
+    assert done["progress"]["success"] == 2
+    code, out, err = await finish(await start_cli(live, *span, "--dry-run"))
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["logical_dates"] == [] and len(plan["skipped"]) == 2
