@@ -74,8 +74,8 @@ def _note_catchup(args: argparse.Namespace, spec: DagSpec) -> None:
     if len(due_runs(spec, None, now, now, limit=cap + 1)) > cap:
         print(
             f"note: {spec.dag_id} catches up from {spec.start_date.isoformat()}: more than "
-            f"{cap} runs are due now; the scheduler keeps {cap} queued at a time and creates "
-            "the rest as those start (max_catchup_runs, LEOFLOW_MAX_CATCHUP_RUNS)",
+            f"{plural(cap, 'run')} are due now; the scheduler keeps {cap} queued at a time and "
+            "creates the rest as those start (max_catchup_runs, LEOFLOW_MAX_CATCHUP_RUNS)",
             file=sys.stderr,
         )
 
