@@ -61,8 +61,8 @@ def _set(session: httpx.Client, args: argparse.Namespace, name: str, slots: int)
     if args.json:
         print_json(data)
     else:
-        slots = plural(data["slots"], "slot")
-        print(f"pool {data['name']}: {slots} ({data['occupied']} occupied)")
+        size = plural(data["slots"], "slot")
+        print(f"pool {data['name']}: {size} ({data['occupied']} occupied)")
     return EXIT_OK
 
 
