@@ -41,7 +41,7 @@ COPY leoflow/ leoflow/
 RUN python -m venv /opt/leoflow \
     && if [ "$OFFLINE" = 1 ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/src; \
        else python -m pip wheel --no-cache-dir --no-deps --wheel-dir /src .; fi \
-    && /opt/leoflow/bin/pip install --no-cache-dir --no-compile /src/leoflow-*.whl \
+    && /opt/leoflow/bin/pip install --no-cache-dir --no-compile "$(echo /src/leoflow-*.whl)[pro]" \
     && /opt/leoflow/bin/python -m pip uninstall --yes --quiet pip setuptools \
     && if command -v strip >/dev/null; then \
          find /opt/leoflow -name '*.so' -exec strip --strip-unneeded {} +; fi \

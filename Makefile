@@ -32,13 +32,22 @@ $(DBT_STAMP):
 
 dbt-venv: $(DBT_STAMP)
 
+## Lite as a user installs it: `pip install .` into its own venv, no extras (no
+## Kubernetes client, no PostgreSQL driver, no test tools). Reinstalled when the code changes.
+RUN_VENV := .venv-run
+RUN_STAMP := $(RUN_VENV)/.installed
+$(RUN_STAMP): pyproject.toml $(shell find leoflow -type f -not -path '*/__pycache__/*')
+	test -d $(RUN_VENV) || $(PYTHON) -m venv $(RUN_VENV)
+	$(RUN_VENV)/bin/pip install -q .
+	touch $(RUN_STAMP)
+
 ## Run the example ETL DAG once in Lite, on its embedded defaults (SQLite under ~/.leoflow).
-run: $(STAMP)
-	$(BIN)/leoflow --config examples/settings.yaml run examples/dags/etl.yaml
+run: $(RUN_STAMP)
+	$(RUN_VENV)/bin/leoflow run examples/dags/etl.yaml
 
 ## Schedule the example folder until Ctrl-C, with the HTTP API on 127.0.0.1:8080.
-lite: $(STAMP)
-	$(BIN)/leoflow --config examples/settings.yaml lite --dags examples/dags
+lite: $(RUN_STAMP)
+	$(RUN_VENV)/bin/leoflow lite --dags examples/dags
 
 ## The whole test suite: unit, integration (fake kube-apiserver, SQLite, embedded PostgreSQL), e2e, chart.
 test: $(STAMP) .tools/bin/helm $(DBT_STAMP)
@@ -74,7 +83,7 @@ image:
 	@if [ "$(OFFLINE)" = 1 ]; then \
 	    rm -rf $(WHEELS) && mkdir -p $(WHEELS) \
 	    && $(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else f"OFFLINE=1 needs the image Python (3.11) on the host, not {v}: PYTHON=python3.11")' \
-	    && $(PYTHON) -m pip wheel -q --wheel-dir $(WHEELS) . ; \
+	    && $(PYTHON) -m pip wheel -q --wheel-dir $(WHEELS) '.[pro]' ; \
 	else rm -rf $(WHEELS); fi
 	bash scripts/build-image.sh $(IMAGE) Dockerfile . \
 	    $(if $(PYTHON_IMAGE),--build-arg PYTHON_IMAGE=$(PYTHON_IMAGE)) \
@@ -97,4 +106,4 @@ rbac: $(STAMP)
 	bash scripts/rbac-covers-executor.sh
 
 clean:
-	rm -rf $(VENV) $(DBT_VENV) .tools .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(RUN_VENV) $(DBT_VENV) .tools .pytest_cache .mypy_cache .ruff_cache build *.egg-info

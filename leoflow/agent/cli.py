@@ -86,6 +86,31 @@ from leoflow.agent.task_uids import TaskUids, UidRangeError, parse_uid_range
 from leoflow.agent.warden import Warden
 
 _USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
+# For people; the module's docstring is the protocol's reference, for its maintainers.
+HELP = f"""{_USAGE}
+
+The task agent: runs one task's command for the control plane (in a task pod), or many
+(--pool, Lite's warm agent). Lite and the Kubernetes executor start it; it is not a
+command to run by hand.
+
+options:
+  --pool              run many tasks, each from a JSON line on stdin (Lite's warm agent)
+  --events            write a JSON line to stdout as each task starts and finishes
+  --endpoint ADDRESS  the control plane's gRPC endpoint, host:port or unix:/path
+                      (default: $LEOFLOW_AGENT_ENDPOINT)
+  --ca-file PATH      PEM CA bundle: the channel is TLS, the endpoint's certificate must
+                      chain to it (default: $LEOFLOW_AGENT_CA_FILE; unset: plaintext)
+  -h, --help          show this help and exit
+
+environment:
+  LEOFLOW_AGENT_TICKET           the task's single-use ticket (one task, as in a pod)
+  LEOFLOW_AGENT_CONNECT_TIMEOUT  seconds to retry an unreachable endpoint (default 60)
+  LEOFLOW_AGENT_KILL_GRACE       seconds from SIGTERM to SIGKILL on a stop (default 10)
+  LEOFLOW_AGENT_TASK_USER        run every command as this user (the agent must be root)
+  LEOFLOW_SCRATCH_DIR            where tries' input and output files go (default TMPDIR)
+
+exit codes besides the command's own: 2 usage, 3 control plane unreachable, 4 ticket or
+session refused, 5 task setup failed, 126 command not executable, 127 command not found"""
 
 
 def run(argv: list[str]) -> int:
@@ -108,7 +133,7 @@ def run(argv: list[str]) -> int:
         elif arg.startswith("--ca-file="):
             ca_file = arg.partition("=")[2]
         elif arg in ("-h", "--help"):
-            print(__doc__)
+            print(HELP)
             return 0
         else:
             print(f"{_USAGE}\nleoflow agent: unexpected argument {arg!r}", file=sys.stderr)

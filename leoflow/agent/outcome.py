@@ -7,11 +7,13 @@ import contextlib
 import errno
 import itertools
 import os
+import re
+import shutil
 import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from leoflow.agent import held_dirs
 from leoflow.agent.environment import TaskUser
@@ -122,16 +124,98 @@ def spawn_failure(exc: Exception, program: str, cwd: str, user: TaskUser | None)
     return EXIT_CANNOT_EXECUTE, f"cannot start {program!r}: {exc}"
 
 
+# What sh runs without looking for a program: its builtins and keywords.
+_SHELL_WORDS = frozenset(
+    [
+        "!",
+        "{",
+        "}",
+        "[",
+        "[[",
+        ".",
+        ":",
+        "alias",
+        "bg",
+        "break",
+        "case",
+        "cd",
+        "command",
+        "continue",
+        "do",
+        "done",
+        "echo",
+        "elif",
+        "else",
+        "esac",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "fg",
+        "fi",
+        "for",
+        "getopts",
+        "hash",
+        "if",
+        "in",
+        "jobs",
+        "kill",
+        "local",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "source",
+        "test",
+        "then",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "until",
+        "wait",
+        "while",
+    ]
+)
+# The first word a shell string runs, past leading VAR=value assignments.
+_FIRST_PROGRAM = re.compile(r"\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*([^\s;&|()<>'\"`$]+)")
+
+
+def shell_not_found(argv: Sequence[str], path: str | None) -> str | None:
+    """For a shell-string command (``/bin/sh -c ...``) that exited 127: the argv form's
+    sentence, ``command not found: 'name'``, when its first program is not on ``path``;
+    else a sentence saying that some command the script runs was not found. None for
+    an argv command, whose 127 is its own."""
+    if len(argv) != 3 or list(argv[:2]) != ["/bin/sh", "-c"]:
+        return None
+    found = _FIRST_PROGRAM.match(argv[2])
+    name = found.group(1) if found else ""
+    if name and name not in _SHELL_WORDS and shutil.which(name, path=path or os.defpath) is None:
+        return f"command not found: {name!r}"
+    return "exited with code 127: a command the shell script runs was not found"
+
+
 def exit_description(exit_code: int, signum: int) -> str:
     if signum:
         return f"killed by signal {signal_name(signum)}"
     return f"exited with code {exit_code}" if exit_code else ""
 
 
-def exit_message(exit_code: int, signum: int, reason: str, forwarded: int | None) -> str:
-    """How a command that ran to its end ended: the reason it gave, then the exit; and
-    whether it was stopped by a signal the agent passed on."""
-    message = exit_description(exit_code, signum)
+def exit_message(
+    exit_code: int, signum: int, reason: str, forwarded: int | None, not_found: str | None = None
+) -> str:
+    """How a command that ran to its end ended: the reason it gave, then the exit (or
+    ``not_found``, a shell's 127 told as the argv form tells it); and whether it was
+    stopped by a signal the agent passed on."""
+    message = not_found or exit_description(exit_code, signum)
     if reason and exit_code:
         message = f"{reason} ({message})"
     if forwarded is not None:

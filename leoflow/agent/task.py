@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from typing import Any
 
 from leoflow.agent import cgroup, nonblocking_spawn
@@ -35,6 +36,7 @@ from leoflow.agent.outcome import (
     own_program,
     reason_path,
     secret_env_name,
+    shell_not_found,
     signal_name,
     spawn_failure,
     take_reason,
@@ -91,6 +93,8 @@ class TaskRun:
         self.files: TaskFiles | None = None
         self.secrets = Secrets(())  # what never leaves the agent unmasked, once resolved
         self.uid: int | None = None  # its own, from LEOFLOW_TASK_UIDS
+        # The command and its PATH, to name a shell string's missing program (exit 127).
+        self.command: tuple[Sequence[str], str | None] = ((), None)
 
     # -- control from outside (heartbeat loop, signals, the pool's stdin) ---------------
 
@@ -243,6 +247,7 @@ class TaskRun:
                 env, self.files.root, user
             )
             as_user["umask"] = 0o077
+        self.command = (tuple(spec.argv), env.get("PATH"))
         oom_before = self.sup.sample_oom(self)
         warden = self.sup.warden
         argv, hook = lifeline(
@@ -362,7 +367,8 @@ class TaskRun:
         elif self.cancel_reason is not None:
             message = f"cancelled: {self.cancel_reason}"
         else:
-            message = exit_message(exit_code, signum, reason, self.forwarded)
+            not_found = self._not_found(exit_code, signum)
+            message = exit_message(exit_code, signum, reason, self.forwarded, not_found)
         await self._release_uid()  # nothing of the try runs once its end is told
         output, output_error = None, ""
         ended_well = not (oom or self.timed_out or self.cancel_reason or exit_code)
@@ -380,6 +386,11 @@ class TaskRun:
             output_error=output_error,
         )
         return exit_code
+
+    def _not_found(self, exit_code: int, signum: int) -> str | None:
+        if exit_code != EXIT_NOT_FOUND or signum:
+            return None
+        return shell_not_found(*self.command)
 
     async def _release_uid(self) -> None:
         uid, self.uid = self.uid, None

@@ -7,17 +7,18 @@ makes the runs, at most ``max_active_runs`` of them queued or running at a time.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, spec_of
 from leoflow.api.schemas import ErrorOut, RunOut, _In, _Out, run_out, ts
-from leoflow.domain.backfill import BackfillError, plan_backfill, select_points
+from leoflow.domain.backfill import BackfillError, plan_backfill, range_bound, select_points
 from leoflow.store.backfill_pages import (
     backfill_points_with_runs,
     progress_of,
@@ -52,8 +53,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 class BackfillIn(_In):
-    start: datetime = Field(alias="from", description="first instant of the range (naive: UTC)")
-    end: datetime = Field(alias="to", description="last instant of the range, included")
+    start: Annotated[datetime, BeforeValidator(partial(range_bound, end=False))] = Field(
+        alias="from", description="first instant of the range, or a day: its start (naive: UTC)"
+    )
+    end: Annotated[datetime, BeforeValidator(partial(range_bound, end=True))] = Field(
+        alias="to", description="last instant of the range, or a day: all of it (included)"
+    )
     reprocess_failed: bool = False
     max_active_runs: int | None = Field(None, ge=1, le=1000)
     dry_run: bool = False

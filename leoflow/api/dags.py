@@ -110,6 +110,9 @@ async def apply_dag(
     except RecursionError:
         problem = Problem(file=file, field="", line=None, message="the document nests too deeply")
         return _invalid(file, [problem])
+    # Pools the file declares and nothing has yet (the settings' count, rowless).
+    declared = {n: (p.slots, p.description) for n, p in spec.pools.items()}
+    await store.add_missing_pools({n: p for n, p in declared.items() if n not in settings.pools})
     previous = await store.get_dag(spec.dag_id)
     entry = CatalogueEntry.of(spec, fileloc=f"api:{spec.dag_id}", source=text)
     fileloc = entry.fileloc

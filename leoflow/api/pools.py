@@ -129,7 +129,7 @@ async def delete_pool(name: PoolName, ctx: Ctx, who: Admin) -> Response:
     users = sorted(
         dag.dag_id
         for dag in await ctx.store.list_dags()
-        if dag.active and (spec := spec_of(dag)) is not None and name in spec.pools()
+        if dag.active and (spec := spec_of(dag)) is not None and name in spec.used_pools()
     )
     if users:
         raise HTTPException(409, f"pool {name!r} is used by DAG(s) {', '.join(users)}")

@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -24,6 +24,7 @@ from leoflow.commands.http import api_command as _run
 from leoflow.commands.http import call as _call
 from leoflow.commands.http import client as _client
 from leoflow.commands.http import print_json as _print_json
+from leoflow.domain.words import plural
 
 POLL_SECONDS = 1.0
 
@@ -35,7 +36,7 @@ def add_backfill_command(sub: Any) -> None:
     add_remote_options(p)
     p.add_argument("dag_id", nargs="?", metavar="DAG")
     p.add_argument("--from", dest="start", help="first day or instant (ISO 8601; naive is UTC)")
-    p.add_argument("--to", dest="end", help="last day or instant, included (ISO 8601)")
+    p.add_argument("--to", dest="end", help="last day (all of it) or instant, included (ISO 8601)")
     p.add_argument("--reprocess-failed", action="store_true", help="rerun points whose runs failed")
     p.add_argument(
         "--max-active-runs", type=int, help="runs live at once (default: the DAG's setting)"
@@ -48,11 +49,13 @@ def add_backfill_command(sub: Any) -> None:
 
 
 def _instant(text: str, flag: str) -> str:
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ApiError(f"{flag} {text!r} is not an ISO 8601 date or time") from exc
-    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()
+    """The bound as the API and the web UI read it too: ``--to DAY`` is all of DAY."""
+    from leoflow.domain.backfill import range_bound
+
+    moment = range_bound(text, end=flag == "--to")
+    if not isinstance(moment, datetime):
+        raise ApiError(f"{flag} {text!r} is not an ISO 8601 date or time")
+    return moment.isoformat()
 
 
 def _line(backfill: dict[str, Any]) -> str:
@@ -93,13 +96,15 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.dry_run:
             dates = out["logical_dates"]
-            print(f"{args.dag_id}: {len(dates)} run(s), at most {out['max_active_runs']} at a time")
+            runs = plural(len(dates), "run")
+            print(f"{args.dag_id}: {runs}, at most {out['max_active_runs']} at a time")
             for date in dates:
                 print(f"  {date}")
             if out["skipped"]:
                 print(f"skipped (a run exists): {len(out['skipped'])}")
             return EXIT_OK
-        print(_line(out), flush=True)
+        if not args.json:  # --json: stdout is the one document at the end
+            print(_line(out), flush=True)
         if args.no_wait:
             return EXIT_OK
         return _follow(client, int(out["pk"]), args.json)
@@ -118,9 +123,9 @@ def _follow(client: Any, pk: int, as_json: bool) -> int:
                 return 130
             backfill = _call(client, "GET", f"/api/v1/backfills/{pk}").json()["backfill"]
             line = _line(backfill)
-            if line != last:
+            if line != last and not as_json:
                 print(line, flush=True)
-                last = line
+            last = line
             if backfill["state"] != "running":
                 if as_json:
                     _print_json(backfill)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load_target, settings_of
 from leoflow.commands.http import Command, api_command, api_parser, call, client, print_json, url
 from leoflow.commands.tables import table_of
+from leoflow.domain.origins import ADHOC_PREFIX, is_adhoc
 from leoflow.domain.printable import printable
+from leoflow.domain.words import plural
 
 if TYPE_CHECKING:
     from leoflow.domain.dag import DagSpec
@@ -25,20 +28,30 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from leoflow.dagfile.loader import LoadOptions, load_dag_folder
     from leoflow.dbt.project import expander
 
+    # The pools a run would find: the settings', those named here (made through the
+    # API, say), and each file's own declarations (the loader adds those).
+    known_pools = {*settings_of(args).pools, *(_names(args.pools) or ())}
     options = LoadOptions(
-        known_pools=_names(args.pools), passthrough=_names(args.passthrough), dbt=expander()
+        known_pools=known_pools, passthrough=_names(args.passthrough), dbt=expander()
     )
     result = load_dag_folder(Path(args.path), options)
+    if args.json:
+        from leoflow.commands.json_out import validate_document
+
+        document = validate_document(result)
+        print_json(document)
+        return EXIT_OK if document["valid"] else EXIT_FAILED
     for error in result.errors:
         print(error, file=sys.stderr)
     for dag_id, loaded in sorted(result.dags.items()):
-        print(printable(f"ok  {dag_id}  ({len(loaded.spec.tasks)} tasks)  {loaded.path}"))
+        tasks = plural(len(loaded.spec.tasks), "task")
+        print(printable(f"ok  {dag_id}  ({tasks})  {loaded.path}"))
         _note_catchup(args, loaded.spec)
     if result.errors:
         problems = sum(len(e.problems) for e in result.errors)
         print(
-            f"{len(result.errors)} file(s) with {problems} problem(s); "
-            f"{len(result.dags)} DAG(s) valid",
+            f"{plural(len(result.errors), 'file')} with {plural(problems, 'problem')}; "
+            f"{plural(len(result.dags), 'DAG')} valid",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -61,10 +74,17 @@ def _note_catchup(args: argparse.Namespace, spec: DagSpec) -> None:
     if len(due_runs(spec, None, now, now, limit=cap + 1)) > cap:
         print(
             f"note: {spec.dag_id} catches up from {spec.start_date.isoformat()}: more than "
-            f"{cap} runs are due now; the scheduler keeps {cap} queued at a time and creates "
-            "the rest as those start (max_catchup_runs, LEOFLOW_MAX_CATCHUP_RUNS)",
+            f"{plural(cap, 'run')} are due now; the scheduler keeps {cap} queued at a time and "
+            "creates the rest as those start (max_catchup_runs, LEOFLOW_MAX_CATCHUP_RUNS)",
             file=sys.stderr,
         )
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from leoflow.dagfile.schema import shipped_schema
+
+    sys.stdout.write(shipped_schema())
+    return EXIT_OK
 
 
 def cmd_next(args: argparse.Namespace) -> int:
@@ -94,8 +114,22 @@ def cmd_next(args: argparse.Namespace) -> int:
         print(f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr)
         return EXIT_FAILED
     zone = ZoneInfo(spec.timezone)
-    print(f"{spec.dag_id}: {spec.schedule!r} in {spec.timezone}")
     fires = next_fires(spec, after, args.n)
+    if args.json:
+        print_json(
+            {
+                "dag_id": spec.dag_id,
+                "schedule": spec.schedule,
+                "timezone": spec.timezone,
+                "fires": [
+                    {"local": f.astimezone(zone).isoformat(), "utc": f.astimezone(UTC).isoformat()}
+                    for f in fires
+                ],
+                "complete": len(fires) == args.n,
+            }
+        )
+        return EXIT_OK
+    print(f"{spec.dag_id}: {spec.schedule!r} in {spec.timezone}")
     for fire in fires:
         local = fire.astimezone(zone)
         zone_name = f"{local:%Z}"
@@ -168,7 +202,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
                 what = (
                     "created" if body["created"] else "changed" if body["changed"] else "unchanged"
                 )
-                count = f"{body['task_count']} tasks{note}"
+                count = f"{plural(body['task_count'], 'task')}{note}"
                 print(printable(f"{body['dag_id']}: {what} ({count}) from {path}"))
     if args.json:
         print_json(results)
@@ -187,13 +221,20 @@ def _safe_name(name: str) -> str:
     return (cleaned or "leoflow.yaml")[:200]
 
 
+def _origin(dag: Mapping[str, Any]) -> str:
+    fileloc = str(dag["fileloc"])
+    if is_adhoc(fileloc):
+        return f"leoflow run {fileloc.removeprefix(ADHOC_PREFIX)}"
+    return fileloc
+
+
 DAG_COLUMNS = (
     ("DAG", "dag_id"),
     ("PAUSED", lambda d: "yes" if d["paused"] else "no"),
     ("SCHEDULE", lambda d: d["schedule"] or "-"),
     ("TASKS", "task_count"),
-    ("", lambda d: "" if d["active"] else "inactive"),
-    ("FROM", "fileloc"),
+    ("ACTIVE", lambda d: "yes" if d["active"] else "no"),
+    ("FROM", _origin),
 )
 
 
@@ -201,10 +242,18 @@ DAG_COLUMNS = (
 def cmd_list(args: argparse.Namespace) -> int:
     with client(args) as session:
         data = call(session, "GET", "/api/v1/dags").json()
+    hidden = [] if args.all else [d for d in data["dags"] if is_adhoc(str(d["fileloc"]))]
+    data["dags"] = [d for d in data["dags"] if d not in hidden]
     if args.json:
         print_json(data)
         return EXIT_OK
     print(table_of(data["dags"], DAG_COLUMNS))
+    if hidden:
+        print(
+            f"({plural(len(hidden), 'DAG')} registered only by leoflow run FILE not shown; "
+            "--all shows them)",
+            file=sys.stderr,
+        )
     for error in data["import_errors"]:
         print(
             printable(f"\nimport error in {error['fileloc']}:\n{error['error']}", lines=True),
@@ -237,8 +286,19 @@ def add_parser(sub: Any) -> None:
     validate.add_argument(
         "--passthrough", help="comma-separated execution fields the operator allows (Kubernetes)"
     )
-    validate.add_argument("--pools", help="comma-separated pool names that exist")
+    validate.add_argument(
+        "--pools",
+        help="comma-separated names of pools that exist besides the settings' "
+        "(created through the API); a task's pool is checked against these",
+    )
+    validate.add_argument(
+        "--json", action="store_true", help="print the DAGs and every problem as JSON"
+    )
     validate.set_defaults(func=cmd_validate)
+    schema = dags.add_parser(
+        "schema", help="print the JSON Schema of leoflow.yaml (for editors: see README)"
+    )
+    schema.set_defaults(func=cmd_schema)
     nxt = dags.add_parser("next", help="print a DAG's next fire times, local and UTC")
     nxt.add_argument("target", help="a DAG file, or a dag_id found in --dags")
     nxt.add_argument(
@@ -246,6 +306,7 @@ def add_parser(sub: Any) -> None:
     )
     nxt.add_argument("-n", type=int, default=5, help="how many fire times (default 5)")
     nxt.add_argument("--after", help="ISO 8601 time to count from (default now; naive is UTC)")
+    nxt.add_argument("--json", action="store_true", help="print the fire times as JSON")
     nxt.set_defaults(func=cmd_next)
 
     p = api_parser(
@@ -255,7 +316,11 @@ def add_parser(sub: Any) -> None:
         cmd_apply,
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    api_parser(dags, "list", "DAGs the API knows, and files that failed to load", cmd_list)
+    what = "DAGs the API knows, and files that failed to load"
+    listing = api_parser(dags, "list", what, cmd_list, local=True)
+    listing.add_argument(
+        "--all", action="store_true", help="also the DAGs only `leoflow run FILE` registered"
+    )
     for name, paused in (("pause", True), ("unpause", False)):
         p = api_parser(dags, name, f"{name} a DAG (operator)", _pause(paused))
         p.add_argument("dag_id", metavar="DAG")

@@ -57,6 +57,21 @@ def cmd_prune(args: argparse.Namespace) -> int:
             await store.close()
 
     counts = run_async(prune())
+    if args.json:
+        from leoflow.commands.http import print_json
+
+        print_json(
+            {
+                "dry_run": args.dry_run,
+                "older_than_seconds": older_than,
+                "dag_id": args.dag,
+                "runs": counts.runs,
+                "task_instances": counts.task_instances,
+                "log_chunks": counts.log_chunks,
+                "tickets": counts.tickets + counts.expired_tickets,
+            }
+        )
+        return EXIT_OK
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} {counts.summary()}")
     return EXIT_OK
@@ -75,6 +90,7 @@ def add_parser(sub: Any) -> None:
     )
     prune.add_argument("--dag", help="only this DAG's runs")
     prune.add_argument("--dry-run", action="store_true", help="count what would go; delete nothing")
+    prune.add_argument("--json", action="store_true", help="print the counts as JSON")
     prune.add_argument(
         "--batch-size", type=int, default=200, help="runs per transaction (default 200)"
     )

@@ -35,18 +35,21 @@ class ApiError(Exception):
     """The API answered with an error, or could not be reached."""
 
 
-def add_remote_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--server", help=f"API base URL (default: $LEOFLOW_SERVER or {DEFAULT_SERVER})"
-    )
+def add_remote_options(parser: argparse.ArgumentParser, *, local: bool = False) -> None:
+    """``local``: with no server named, the command reads the local store instead."""
+    default = "none: the local store (LEOFLOW_HOME)" if local else DEFAULT_SERVER
+    parser.add_argument("--server", help=f"API base URL (default: $LEOFLOW_SERVER or {default})")
+    parser.set_defaults(local_store=local)
     parser.add_argument("--token", help="API bearer token (default: $LEOFLOW_TOKEN)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
 
 
-def api_parser(group: Any, name: str, help: str, func: Command) -> argparse.ArgumentParser:
-    """A subcommand of ``group`` that talks to the API."""
+def api_parser(
+    group: Any, name: str, help: str, func: Command, *, local: bool = False
+) -> argparse.ArgumentParser:
+    """A subcommand of ``group`` that talks to the API (``local``: see add_remote_options)."""
     parser: argparse.ArgumentParser = group.add_parser(name, help=help)
-    add_remote_options(parser)
+    add_remote_options(parser, local=local)
     parser.set_defaults(func=func)
     return parser
 
@@ -79,14 +82,33 @@ def _home(args: argparse.Namespace) -> Path:
     return Path(os.path.expanduser("~")) / ".leoflow"
 
 
+def _bearer(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 @contextmanager
 def client(args: argparse.Namespace) -> Iterator[httpx.Client]:
+    """A client of the server named; for a command that reads the local store when none
+    is named (``runs``, ``tasks``: ``local_store``), of the API over that store."""
     import httpx
 
+    if getattr(args, "local_store", False) and not remote_requested(args):
+        from leoflow.commands.common import settings_of
+        from leoflow.commands.local_api import LocalApiError, local_api
+
+        try:
+            with (
+                local_api(settings_of(args)) as (base, token),
+                httpx.Client(base_url=base, headers=_bearer(token), timeout=TIMEOUT) as session,
+            ):
+                yield session
+        except LocalApiError as exc:
+            raise ApiError(str(exc)) from exc
+        return
     server = _server(args)
-    token = getattr(args, "token", None) or os.environ.get("LEOFLOW_TOKEN") or _owner(args, server)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(base_url=server, headers=headers, timeout=TIMEOUT) as session:
+    given: str | None = getattr(args, "token", None) or os.environ.get("LEOFLOW_TOKEN")
+    owned = given or _owner(args, server)
+    with httpx.Client(base_url=server, headers=_bearer(owned), timeout=TIMEOUT) as session:
         yield session
 
 

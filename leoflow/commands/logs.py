@@ -33,7 +33,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return run_async(_local_logs(settings_of(args), args))
 
 
-def log_writer(args: argparse.Namespace) -> Writer:
+def log_writer(args: argparse.Namespace, try_number: int = 0) -> Writer:
     """Writes a task's log bytes to stdout; ``None`` ends the log.
 
     A file or a pipe gets the bytes exactly as stored. A terminal gets them with
@@ -42,6 +42,20 @@ def log_writer(args: argparse.Namespace) -> Writer:
     ``--raw`` opts out.
     """
     out = sys.stdout.buffer
+    if getattr(args, "json", False):  # one document once the log (or, -f, the try) ends
+        from leoflow.commands.http import print_json
+        from leoflow.commands.json_out import log_document
+
+        held = bytearray()
+
+        def document(data: bytes | None) -> None:
+            if data is not None:
+                held.extend(data)
+            else:
+                ids = (args.dag_id, args.run_id, args.task_id)
+                print_json(log_document(*ids, try_number, bytes(held)))
+
+        return document
     if getattr(args, "raw", False) or not sys.stdout.isatty():
 
         def raw(data: bytes | None) -> None:
@@ -85,7 +99,7 @@ async def _local_logs(settings: Settings, args: argparse.Namespace) -> int:
             )
             return EXIT_FAILED
         offset = 0
-        write = log_writer(args)
+        write = log_writer(args, try_number)
         while True:
             data = await store.read_log(ti.pk, try_number, offset=offset)
             if data:
@@ -129,7 +143,7 @@ def remote_logs(args: argparse.Namespace) -> int:
                 if response.status_code != 200:
                     response.read()
                     raise ApiError(f"{response.status_code}: {detail(response)}")
-                write = log_writer(args)
+                write = log_writer(args, try_number)
                 for chunk in response.iter_bytes():
                     write(chunk)
                 write(None)
@@ -153,5 +167,5 @@ def add_parser(sub: Any) -> None:
         help="on a terminal too, print the log's bytes unchanged (default: escape control "
         "sequences other than colours)",
     )
-    add_remote_options(logs)
+    add_remote_options(logs, local=True)
     logs.set_defaults(func=cmd_logs)

@@ -17,6 +17,10 @@ from pathlib import Path
 # Commands that serve connections or run many tasks: their descriptor limit is raised.
 LONG_RUNNING = frozenset({"lite", "run", "scheduler", "api"})
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
+EXIT_USAGE = 2
+# What `pip install leoflow` leaves out (the `pro` extra): Pro's Kubernetes client and
+# PostgreSQL's driver. Lite never imports them; a command that needs one says how to get it.
+PRO_PACKAGES = {"kubernetes_asyncio": "Kubernetes", "asyncpg": "PostgreSQL"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -26,6 +30,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="leoflow", description="Leoflow: DAGs of tasks, each run as its own process or pod."
     )
     parser.add_argument("--config", type=Path, help="settings file (YAML); LEOFLOW_* env wins")
+    parser.add_argument("--version", action="version", version=f"leoflow {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     if command == "run":
         from leoflow.commands import run
@@ -41,6 +46,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)
     sub.add_parser("dbt-task", help="run one dbt node as a task (a dbt task's command)")
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("leoflow")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def command_word(argv: Sequence[str]) -> str | None:
@@ -103,6 +117,15 @@ def _main(argv: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return _reader_went_away()
+    except ModuleNotFoundError as exc:
+        if exc.name not in PRO_PACKAGES:
+            raise
+        print(
+            f"leoflow: this needs {PRO_PACKAGES[exc.name]} support ({exc.name}), which Lite's "
+            "install leaves out: pip install 'leoflow[pro]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
 
 
 def _reader_went_away() -> int:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from leoflow.commands.common import EXIT_OK, EXIT_USAGE
 from leoflow.commands.http import api_command, api_parser, call, client, print_json, url
 from leoflow.commands.tables import table_of
+from leoflow.domain.words import plural
 
 if TYPE_CHECKING:
     import httpx
@@ -60,7 +61,8 @@ def _set(session: httpx.Client, args: argparse.Namespace, name: str, slots: int)
     if args.json:
         print_json(data)
     else:
-        print(f"pool {data['name']}: {data['slots']} slots ({data['occupied']} occupied)")
+        size = plural(data["slots"], "slot")
+        print(f"pool {data['name']}: {size} ({data['occupied']} occupied)")
     return EXIT_OK
 
 

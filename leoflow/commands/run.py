@@ -98,7 +98,8 @@ async def _load_and_run(
         return EXIT_FAILED
     if executor not in IMAGE_EXECUTORS:  # the translation says what a container ignores
         announce_ignored(loaded.spec, lambda m: print(m, file=sys.stderr))
-    progress = Progress()
+    # --json: stdout is the one document at the end; the progress goes to stderr.
+    progress = Progress(sys.stderr if args.json else sys.stdout)
     order = topological_order(loaded.spec)  # all the final table needs of the spec
     handoff = [loaded]
     del loaded  # run_dag drops the loader's copy once it is stored: hold no other
@@ -120,9 +121,15 @@ async def _load_and_run(
         tis = await runtime.store.list_task_instances(run_pk=row.pk)
     finally:
         await runtime.close()
-    print()
-    print(final_table(tis, order))
-    print(f"\nrun {row.run_id} of {row.dag_id}: {row.state.value}")
+    if args.json:
+        from leoflow.commands.http import print_json
+        from leoflow.commands.json_out import run_document
+
+        print_json(run_document(row, tis, order))
+    else:
+        print()
+        print(final_table(tis, order))
+        print(f"\nrun {row.run_id} of {row.dag_id}: {row.state.value}")
     if row.message == STOPPED_MESSAGE or (signals and row.state not in RUN_TERMINAL):
         print(
             f"leoflow run: stopped; {describe_killed(runtime.scheduler.interrupted)}; "
@@ -139,4 +146,7 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--dags", help="folder to look the dag_id up in (default ./dags)")
     run.add_argument("--executor", choices=["agent", "subprocess", "kubernetes", "docker"])
     run.add_argument("--conf", help="JSON object passed to the run")
+    run.add_argument(
+        "--json", action="store_true", help="print the run and its tasks as JSON (see README)"
+    )
     run.set_defaults(func=cmd_run, settles_gc=True)

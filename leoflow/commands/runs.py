@@ -122,7 +122,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--conf", help="JSON object passed to the run")
     p.add_argument("--run-id", help="the run's id (default: manual__<time>_<hex>)")
 
-    p = api_parser(sub, "runs", "list runs, newest first", cmd_runs)
+    p = api_parser(sub, "runs", "list runs, newest first", cmd_runs, local=True)
     p.add_argument("--dag", help="only this DAG's runs")
     p.add_argument("--state", action="append", choices=["queued", "running", "success", "failed"])
     p.add_argument("--limit", type=int, default=50)

@@ -97,5 +97,6 @@ def add_parser(sub: Any) -> None:
         "a run's task instances; 'tasks show DAG RUN TASK' shows one with its output; "
         "'tasks why DAG RUN TASK' says why one waits",
         cmd_tasks,
+        local=True,
     )
     p.add_argument("words", nargs="+", metavar=USAGE)

@@ -16,7 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from leoflow.dagfile.cycles import cycle_text, find_cycle
 from leoflow.dagfile.dbt_owned import is_dbt_file
+from leoflow.dagfile.hints import did_you_mean, unknown_upstreams
 from leoflow.dagfile.notify_secrets import missing_webhook_secrets
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
@@ -46,7 +48,8 @@ class DagFileError(Exception):
 
     def __init__(self, path: Path, problems: Iterable[Problem]) -> None:
         self.path = path
-        self.problems = tuple(problems)
+        # In the file's order; a problem of the whole file (no line) first.
+        self.problems = tuple(sorted(problems, key=lambda p: p.line or 0))
         super().__init__("\n".join(p.render(path) for p in self.problems))
 
 
@@ -111,7 +114,7 @@ def _pydantic_problem(err: Any, prefix: tuple[str, ...] = ()) -> tuple[tuple[str
     loc = prefix + tuple(str(p) for p in err["loc"])
     kind = err["type"]
     if kind == "extra_forbidden":
-        return loc, "unknown field"
+        return loc, "unknown field" + did_you_mean(loc)
     if kind == "missing":
         return loc, "required field is missing"
     message = str(err["msg"])
@@ -128,44 +131,41 @@ def _parse(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
     return document.value, document.lines
 
 
-def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
-    """One dependency cycle as a path that ends where it starts, or None.
-
-    Iterative depth-first search: a valid 10,000-task chain is as deep as the
-    walk gets, far beyond Python's recursion limit.
-    """
-    state: dict[str, int] = {}  # 1 on the current path, 2 done
-    for root in sorted(graph):
-        if root in state:
-            continue
-        path = [root]
-        state[root] = 1
-        pending = [iter(graph.get(root, ()))]
-        while pending:
-            for upstream in pending[-1]:
-                mark = state.get(upstream)
-                if mark == 1:
-                    return [*path[path.index(upstream) :], upstream]
-                if mark is None:
-                    state[upstream] = 1
-                    path.append(upstream)
-                    pending.append(iter(graph.get(upstream, ())))
-                    break
-            else:
-                pending.pop()
-                state[path.pop()] = 2
-    return None
+def pool_problems(spec: DagSpec, known_pools: Collection[str]) -> list[tuple[tuple[str, ...], str]]:
+    """A task's pool must exist: the default, one the environment has, or one the file
+    declares under ``pools:`` (created when the DAG is stored; see leoflow.domain.dag)."""
+    known = {DEFAULT_POOL, *known_pools, *spec.pools}
+    return [
+        (
+            ("tasks", task_id, "pool"),
+            f"unknown pool {task.pool!r} (pools: {', '.join(sorted(known))}); declare it "
+            "under pools: in this file, or create it in the settings (pools) or the API",
+        )
+        for task_id, task in spec.tasks.items()
+        if task.pool not in known
+    ]
 
 
-def _cycle_text(cycle: list[str]) -> str:
-    names = list(reversed(cycle))
-    if len(names) > 12:  # a 10,000-task cycle is one line, not 10,000 names
-        names = [*names[:5], f"... {len(names) - 11} more ...", *names[-6:]]
-    return " -> ".join(names)
+def check_pools(loaded: LoadedDag, known_pools: Collection[str]) -> None:
+    """Raise DagFileError, with file, line and field, for each task whose pool is unknown."""
+    found = pool_problems(loaded.spec, known_pools)
+    if found:
+        lines = _parse(loaded.source)[1]
+        raise DagFileError(loaded.path, [_located(lines, loc, msg) for loc, msg in found])
+
+
+def _located(lines: dict[tuple[str, ...], int], loc: tuple[str, ...], message: str) -> Problem:
+    """A problem at the line of ``loc``, or of the nearest field above it that has one."""
+    for cut in range(len(loc), -1, -1):
+        if loc[:cut] in lines:
+            return Problem(".".join(loc), message, lines[loc[:cut]])
+    return Problem(".".join(loc), message)
 
 
 def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[str, ...], str]]:
     problems: list[tuple[tuple[str, ...], str]] = []
+    if options.known_pools is not None:
+        problems += pool_problems(spec, options.known_pools)
     known = sorted(spec.tasks)
     for task_id, task in spec.tasks.items():
         for index, upstream in enumerate(task.depends_on):
@@ -180,12 +180,6 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
                         f"unknown task {upstream!r} (tasks in this DAG: {', '.join(known)})",
                     )
                 )
-        known_pools = options.known_pools
-        if known_pools is not None and task.pool not in {DEFAULT_POOL, *known_pools}:
-            pools = ", ".join(sorted({DEFAULT_POOL, *known_pools}))
-            problems.append(
-                (("tasks", task_id, "pool"), f"unknown pool {task.pool!r} (pools: {pools})")
-            )
         if options.passthrough is not None:
             allowed = set(options.passthrough)
             for name in task.execution.declared():
@@ -209,12 +203,12 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
                         )
                     )
     if not any(p[0][2:3] == ("depends_on",) for p in problems):
-        cycle = _find_cycle({t: s.depends_on for t, s in spec.tasks.items()})
+        cycle = find_cycle({t: s.depends_on for t, s in spec.tasks.items()})
         if cycle:
             problems.append(
                 (
                     ("tasks", cycle[0], "depends_on"),
-                    f"dependency cycle: {_cycle_text(cycle)}"
+                    f"dependency cycle: {cycle_text(cycle)}"
                     " (each task would have to run before the next)",
                 )
             )
@@ -224,17 +218,25 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
 def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> DagSpec:
     """Validate one DAG document; raise DagFileError listing every problem found."""
     try:
-        raw, lines = _parse(text)
+        document = read_document(text)
     except YamlDocError as exc:
         raise DagFileError(path, [Problem(".".join(exc.path), exc.message, exc.line)]) from exc
+    # A key set twice is one problem among the file's others, not the end of the check.
+    twice = [Problem(".".join(d.path), d.message, d.line) for d in document.duplicates]
+    try:
+        spec = _validate(document.value, document.lines, path, options)
+    except DagFileError as exc:
+        raise DagFileError(path, [*twice, *exc.problems]) from exc
+    if twice:
+        raise DagFileError(path, twice)
+    return spec
 
+
+def _validate(
+    raw: Any, lines: dict[tuple[str, ...], int], path: Path, options: LoadOptions
+) -> DagSpec:
     def problem(loc: tuple[str, ...], message: str) -> Problem:
-        line = None
-        for cut in range(len(loc), -1, -1):
-            if loc[:cut] in lines:
-                line = lines[loc[:cut]]
-                break
-        return Problem(".".join(loc), message, line)
+        return _located(lines, loc, message)
 
     if not isinstance(raw, dict):
         raise DagFileError(path, [Problem("", "expected a mapping with dag_id and tasks", 1)])
@@ -302,6 +304,7 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
             if key not in seen:
                 seen.add(key)
                 problems.append(problem(loc, message))
+        problems += [problem(*p) for p in unknown_upstreams(tasks_raw, dbt_tasks)]
         raise DagFileError(path, problems) from exc
     if problems:
         raise DagFileError(path, problems)

@@ -98,6 +98,13 @@ class _Frame:
 class Document:
     value: Any
     lines: dict[Path_, int]
+    # Keys set twice: reported, their second value dropped, so that the file's other
+    # problems are found too (the first value stays, at the line ``lines`` gives).
+    duplicates: tuple[YamlDocError, ...] = ()
+
+
+# The pending key of a duplicate: its value goes nowhere. A NUL cannot be in a real key.
+_DUPLICATE = "\x00duplicate"
 
 
 _IMPLICIT: dict[str | None, Any] = _resolver.yaml_implicit_resolvers
@@ -152,6 +159,7 @@ def read_document(text: str) -> Document:
     aliased = 0
     root: Any = None
     documents = 0
+    duplicates: list[YamlDocError] = []
 
     def place(value: Any, nodes: int, height: int, line: int) -> None:
         """Put a finished node into the open container (or make it the root)."""
@@ -179,7 +187,8 @@ def read_document(text: str) -> Document:
                 )
             frame.merges.extend(sources)
             return
-        frame.value[frame.key] = value
+        if frame.key is not _DUPLICATE:
+            frame.value[frame.key] = value
 
     def _take_key(frame: _Frame, key: Any, line: int) -> None:
         if key is _Merge:
@@ -193,12 +202,16 @@ def read_document(text: str) -> Document:
             frame.key_lines = {}
         first = frame.key_lines.get(name)
         if first is not None or key in frame.value:
-            raise YamlDocError(
-                f"duplicate key {name!r}: also set at line {first}; a key may appear once "
-                "in a mapping",
-                line,
-                (*frame.path, name),
+            duplicates.append(
+                YamlDocError(
+                    f"duplicate key {name!r}: also set at line {first}; a key may appear "
+                    "once in a mapping",
+                    line,
+                    (*frame.path, name),
+                )
             )
+            frame.key, frame.has_key = _DUPLICATE, True
+            return
         frame.key_lines[name] = line
         frame.key = key
         frame.key_line = line
@@ -311,4 +324,4 @@ def read_document(text: str) -> Document:
         ) from exc
     except yaml.YAMLError as exc:
         raise YamlDocError(f"invalid YAML: {exc}") from exc
-    return Document(root, lines)
+    return Document(root, lines, tuple(duplicates))

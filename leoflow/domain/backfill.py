@@ -9,14 +9,40 @@ point in ``[A, B]``, each the same run the scheduler would have made then.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from leoflow.domain.cron import CronSchedule
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.dbt_run_select import partial_run_env
 from leoflow.domain.states import RunState
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def range_bound(value: object, *, end: bool) -> object:
+    """A backfill range's bound as the CLI, the API and the web UI all read it: a day
+    (``2026-01-31``) is its first instant as ``from`` and its last as ``to``, so
+    ``--to DAY`` includes every cron point of that day; an instant is itself; naive is
+    UTC. Anything else is returned as it is, for the caller to refuse."""
+    if isinstance(value, str) and _DAY.fullmatch(value.strip()):
+        try:
+            value = date.fromisoformat(value.strip())
+        except ValueError:
+            return value
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return datetime.combine(value, time.max if end else time.min, UTC)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return value
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
 
 # One backfill creates at most this many runs: a minutely cron over a year is a
 # typo more often than a plan, and the plan is stored row by row.

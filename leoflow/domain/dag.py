@@ -33,6 +33,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\d+)?$")
 
 DEFAULT_POOL = "default_pool"
+# The same rule as the API's pool names (leoflow/api/schemas.py POOL_NAME_PATTERN).
+POOL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
 
 Duration = Annotated[
     float,
@@ -216,6 +218,19 @@ class TaskSpec(_Strict):
         return list(self.command)
 
 
+class PoolDeclaration(_Strict):
+    """A pool the DAG needs: created with these slots when no pool of its name exists.
+
+    A pool that exists (from the settings, the API or an earlier DAG) is used as it is:
+    a DAG file never resizes, shrinks or redescribes an operator's pool."""
+
+    slots: int = Field(ge=1, le=1_000_000)
+    description: OneLine = ""
+
+
+PoolName = Annotated[str, Field(pattern=POOL_NAME_PATTERN)]
+
+
 class DagSpec(_Strict):
     dag_id: Annotated[str, Field(pattern=DAG_ID_PATTERN)]
     description: str | None = None
@@ -233,6 +248,7 @@ class DagSpec(_Strict):
     tags: tuple[OneLine, ...] = ()
     notify: tuple[NotifyRule, ...] = ()
     tasks: dict[str, TaskSpec]
+    pools: dict[PoolName, PoolDeclaration] = Field(default_factory=dict)
     # Kept as written: the tasks it became are in ``tasks`` already (leoflow/domain/dbt.py).
     dbt: DbtSpec | None = None
 
@@ -269,5 +285,14 @@ class DagSpec(_Strict):
         """Tasks no other task depends on: they decide the run's outcome."""
         return tuple(sorted(t for t, downs in self.downstream().items() if not downs))
 
-    def pools(self) -> set[str]:
+    def used_pools(self) -> set[str]:
         return {task.pool for task in self.tasks.values()}
+
+    @field_validator("pools")
+    @classmethod
+    def _check_pools(cls, value: dict[str, PoolDeclaration]) -> dict[str, PoolDeclaration]:
+        if DEFAULT_POOL in value:
+            raise ValueError(
+                f"{DEFAULT_POOL} always exists; its size is the default_pool_slots setting"
+            )
+        return value

@@ -23,6 +23,7 @@ from leoflow.domain.reasons import WaitNote
 from leoflow.domain.states import TASK_TERMINAL, RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance, candidate
 from leoflow.domain.trigger_rules import Counts, Decision, TriggerRule, decide, waiting_message
+from leoflow.domain.words import plural
 
 _BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 
@@ -148,6 +149,15 @@ def _admission_reason(ti: TaskInstance, snapshot: AdmissionSnapshot) -> Explanat
     )
 
 
+def _unfinished(pending: tuple[tuple[str, TaskState], ...]) -> str:
+    """``still running: a (running); not yet running: b (scheduled)``: an upstream that
+    is queued, scheduled or waiting to retry is not running, and says so."""
+    running = [f"{u} ({s.value})" for u, s in pending if s is TaskState.RUNNING]
+    waiting = [f"{u} ({s.value})" for u, s in pending if s is not TaskState.RUNNING]
+    groups = [("still running", running), ("not yet running", waiting)]
+    return "; ".join(f"{label}: {', '.join(names)}" for label, names in groups if names)
+
+
 def _upstream_reason(
     ti: TaskInstance,
     depends_on: Sequence[str],
@@ -163,8 +173,8 @@ def _upstream_reason(
             ti.state,
             False,
             "upstream_failed",
-            "upstream task(s) " + ", ".join(failed) + " failed: the scheduler marks it"
-            " upstream_failed on its next tick",
+            f"{'upstream task' if len(failed) == 1 else 'upstream tasks'} {', '.join(failed)} "
+            "failed: the scheduler marks it upstream_failed on its next tick",
             upstreams=tuple((u, s) for u, s in zip(depends_on, upstream_states, strict=True)),
         )
     if decision is Decision.SKIP:
@@ -186,11 +196,12 @@ def _upstream_reason(
     pending = tuple(
         (u, s) for u, s in zip(depends_on, upstream_states, strict=True) if s not in TASK_TERMINAL
     )
-    unfinished = ", ".join(f"{u} ({s.value})" for u, s in pending)
+    unfinished = _unfinished(pending)
     if rule is TriggerRule.ALL_SUCCESS:  # the default reads best without naming it
-        message = f"waiting for {len(pending)} of {len(depends_on)} upstream task(s): {unfinished}"
+        of = plural(len(depends_on), "upstream task")
+        message = f"waiting for {len(pending)} of {of}; {unfinished}"
     else:
-        message = f"{waiting_message(rule, counts)}: {unfinished}"
+        message = f"{waiting_message(rule, counts)}; {unfinished}"
     return Explanation(
         ti.state,
         True,
@@ -227,7 +238,9 @@ def _retry_reason(ti: TaskInstance, now: float) -> Explanation:
 
 def _run_gate_reason(ti: TaskInstance, run: RunInfo, gate: RunGate) -> Explanation:
     ahead = gate.running + gate.older_queued
-    older = f"; {gate.older_queued} older queued run(s) go first" if gate.older_queued else ""
+    older = ""
+    if gate.older_queued:
+        older = f"; {plural(gate.older_queued, 'older queued run')} ahead of it"
     if ahead < gate.max_active_runs:
         return Explanation(
             ti.state,
@@ -294,8 +307,8 @@ def explain(
             state,
             False,
             "launching",
-            f"admitted (holds {ti.pool_slots} slot(s) of pool {ti.pool}); try {ti.try_number}"
-            " is waiting for the executor to start it",
+            f"admitted (holds {plural(ti.pool_slots, 'slot')} of pool {ti.pool}); "
+            f"try {ti.try_number} is waiting for the executor to start it",
         )
     if state is TaskState.UP_FOR_RETRY:
         return _retry_reason(ti, now)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from leoflow.domain.states import TaskState
+from leoflow.domain.words import plural
 
 
 class TriggerRule(StrEnum):
@@ -105,14 +106,14 @@ def decide(rule: TriggerRule, c: Counts) -> Decision:
 
 
 _WAITING_FOR = {
-    TriggerRule.ALL_SUCCESS: "all {n} upstreams to succeed",
-    TriggerRule.ALL_FAILED: "all {n} upstreams to fail",
-    TriggerRule.ALL_DONE: "all {n} upstreams to finish",
-    TriggerRule.ONE_SUCCESS: "any of {n} upstreams to succeed",
-    TriggerRule.ONE_FAILED: "any of {n} upstreams to fail",
-    TriggerRule.NONE_FAILED: "all {n} upstreams to succeed or be skipped",
+    TriggerRule.ALL_SUCCESS: "all {n} to succeed",
+    TriggerRule.ALL_FAILED: "all {n} to fail",
+    TriggerRule.ALL_DONE: "all {n} to finish",
+    TriggerRule.ONE_SUCCESS: "any of {n} to succeed",
+    TriggerRule.ONE_FAILED: "any of {n} to fail",
+    TriggerRule.NONE_FAILED: "all {n} to succeed or be skipped",
     TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS: (
-        "all {n} upstreams to succeed or be skipped, at least one succeeding"
+        "all {n} to succeed or be skipped, at least one succeeding"
     ),
     TriggerRule.ALWAYS: "nothing",
 }
@@ -120,5 +121,5 @@ _WAITING_FOR = {
 
 def waiting_message(rule: TriggerRule, c: Counts) -> str:
     """Why a task with this rule still waits (the decision is ``wait``)."""
-    need = _WAITING_FOR[rule].format(n=c.total)
-    return f"trigger rule {rule.value}: waiting for {need}; {c.unfinished} still running"
+    need = _WAITING_FOR[rule].format(n=plural(c.total, "upstream"))
+    return f"trigger rule {rule.value}: waiting for {need}; {c.unfinished} not finished"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from leoflow.agent import held_dirs
 from leoflow.agent.environment import TaskUser, base_environment, resolve_task_user
+from leoflow.agent.outcome import EXIT_NOT_FOUND, shell_not_found, spawn_failure
 from leoflow.agent.outputs import TaskFiles
 from leoflow.agent.scratch import SCRATCH
 from leoflow.agent.warden import Warden
@@ -76,6 +77,7 @@ class _Child:
     files: TaskFiles
     supervisor: asyncio.Task[None] | None = None
     cancel_reason: str | None = None
+    env_path: str | None = None  # the command's PATH, to name a shell's missing program
 
 
 class SubprocessExecutor:
@@ -123,11 +125,12 @@ class SubprocessExecutor:
             )
         except OSError as exc:
             files.remove(later=True)
-            raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc.strerror}") from exc
+            said = spawn_failure(exc, launch.spec.argv()[0], "", self._user)[1]
+            raise LaunchError(said) from exc
         except (ValueError, subprocess.SubprocessError) as exc:  # a NUL byte, a failed setuid
             files.remove(later=True)
             raise LaunchError(f"cannot start {launch.spec.argv()[0]!r}: {exc}") from exc
-        child = _Child(launch, process, files)
+        child = _Child(launch, process, files, env_path=env.get("PATH"))
         self._children[(launch.ti_pk, launch.try_number)] = child
         self._report(
             TaskStarted(launch.ti_pk, launch.try_number, f"pid:{process.pid}", time.time())
@@ -163,6 +166,8 @@ class SubprocessExecutor:
             self._children.pop((launch.ti_pk, launch.try_number), None)
         assert process.returncode is not None
         code, said = describe_exit(process.returncode)
+        if code == EXIT_NOT_FOUND:  # a shell string's missing program, as argv's says it
+            said = shell_not_found(child.launch.spec.argv(), child.env_path) or said
         if timed_out:
             assert launch.spec.timeout is not None
             reason = EndReason.TIMEOUT

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from leoflow.dagfile.loader import (
 from leoflow.dbt.changes import project_stamps
 from leoflow.domain.catalogue import CatalogueEntry
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.origins import ADHOC_PREFIX, is_adhoc
 from leoflow.domain.printable import printable
 
 if TYPE_CHECKING:
@@ -30,8 +32,15 @@ if TYPE_CHECKING:
     from leoflow.store import Store
 
 
-async def record_dag(store: Store, loaded: LoadedDag) -> None:
-    entry = CatalogueEntry.of(loaded.spec, fileloc=str(loaded.path), source=loaded.source)
+async def record_dag(store: Store, loaded: LoadedDag, *, adhoc: bool = False) -> None:
+    """Store the DAG; ``adhoc`` (``leoflow run FILE``) marks it as such unless a folder
+    or the API has it already (an active DAG of another origin stays theirs)."""
+    fileloc = str(loaded.path)
+    if adhoc:
+        known = await store.get_dag(loaded.spec.dag_id)
+        if known is None or not known.active or is_adhoc(known.fileloc):
+            fileloc = ADHOC_PREFIX + fileloc
+    entry = CatalogueEntry.of(loaded.spec, fileloc=fileloc, source=loaded.source)
     await store.upsert_dag(
         entry.dag_id,
         fileloc=entry.fileloc,
@@ -40,6 +49,16 @@ async def record_dag(store: Store, loaded: LoadedDag) -> None:
         source=entry.source,
     )
     await store.set_dag_error(str(loaded.path), None)
+
+
+async def add_declared_pools(store: Store, spec: DagSpec) -> dict[str, int]:
+    """The pools ``spec`` declares that no pool exists for yet, created; their slots.
+
+    An existing pool wins: a DAG file never resizes an operator's pool. Lite writes
+    the settings' pools into the store at start, so the store is the whole picture."""
+    wanted = {name: (p.slots, p.description) for name, p in spec.pools.items()}
+    created = await store.add_missing_pools(wanted)
+    return {name: wanted[name][0] for name in created}
 
 
 def announce_ignored(spec: DagSpec, say: Callable[[str], None]) -> None:
@@ -147,6 +166,18 @@ class DagFolderWatcher:
             secrets_where=self.options.secrets_where,
         )
         result = await asyncio.to_thread(load_dag_folder, self.folder, options)
+        # One file may use a pool another declares: while a pass creates pools, files
+        # that failed load again knowing them. The fingerprint counts the new pools, so
+        # the next pass need not load again.
+        while created := [
+            p for d in result.dags.values() for p in await add_declared_pools(store, d.spec)
+        ]:
+            pools = tuple(sorted({*pools, *created}))
+            self._fingerprint = (*fingerprint[:-2], ("pools", pools), secrets)
+            if not result.errors:
+                break
+            options = replace(options, known_pools=set(pools))
+            result = await asyncio.to_thread(load_dag_folder, self.folder, options)
         errors = {str(err.path): str(err) for err in result.errors}
         for path, text in errors.items():
             if self._errors.get(path) != text:

@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from leoflow.aio.waits import wait_set
-from leoflow.dagfile.loader import DagFileError, LoadedDag, Problem, load_options
+from leoflow.dagfile.loader import LoadedDag, check_pools, load_options
 from leoflow.dbt.project import expander
-from leoflow.domain.dag import DEFAULT_POOL
 from leoflow.domain.execution import Executor
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
+from leoflow.domain.words import plural
 from leoflow.runtime.assembly import Closer, Runtime, open_runtime
-from leoflow.runtime.dagfolder import DagFolderWatcher, record_dag, sync_dag_folder
+from leoflow.runtime.dagfolder import (
+    DagFolderWatcher,
+    add_declared_pools,
+    record_dag,
+    sync_dag_folder,
+)
 from leoflow.runtime.lease import StartupError
 from leoflow.runtime.parts import IMAGE_EXECUTORS
 from leoflow.scheduler.mirror import TaskMirror
@@ -47,9 +52,11 @@ async def run_dag(
     the returned runtime. ``watch`` sees the runtime before the run starts."""
     runtime = await open_runtime(settings, executor_name, solo=True, executor=executor)
     try:
-        _check_pools(loaded, set(runtime.scheduler.config.pools) | {DEFAULT_POOL})
+        check_pools(loaded, [p.name for p in await runtime.store.list_pools()])
+        for name, slots in (await add_declared_pools(runtime.store, loaded.spec)).items():
+            runtime.scheduler.set_pool(name, slots)
         dag_id = loaded.spec.dag_id
-        await record_dag(runtime.store, loaded)  # the scheduler reads it from there
+        await record_dag(runtime.store, loaded, adhoc=True)  # the scheduler reads it there
         # The scheduler parses its own copy from the store (YAML gives types JSON does
         # not); a caller that passed its only reference lets this one go (~1 KB a task).
         del loaded
@@ -62,23 +69,6 @@ async def run_dag(
         await runtime.close()
         raise
     return final, runtime
-
-
-def _check_pools(loaded: LoadedDag, known: set[str]) -> None:
-    missing = sorted(loaded.spec.pools() - known)
-    if missing:
-        raise DagFileError(
-            loaded.path,
-            [
-                Problem(
-                    f"tasks.{task_id}.pool",
-                    f"unknown pool {task.pool!r} (pools: {', '.join(sorted(known))}); "
-                    "define it in the settings (pools) or through the API",
-                )
-                for task_id, task in loaded.spec.tasks.items()
-                if task.pool in missing
-            ],
-        )
 
 
 async def _wait_or_stop(runtime: Runtime, row: RunRow, stop: asyncio.Event | None) -> RunRow:
@@ -176,7 +166,7 @@ async def _serve(
         if api:
             runtime.closers.append(await _start_api(settings, runtime, say))
         say(
-            f"leoflow lite: {len(watcher.good)} DAG(s) from {folder}, state in "
+            f"leoflow lite: {plural(len(watcher.good), 'DAG')} from {folder}, state in "
             f"{settings.resolved_database_url}; Ctrl-C stops"
         )
         while not stop.is_set():
@@ -209,7 +199,7 @@ def describe_killed(interrupted: list[TaskMirror]) -> str:
         return "no task was running"
     names = ", ".join(sorted(ti.task_id for ti in interrupted)[:5])
     more = "" if len(interrupted) <= 5 else f" and {len(interrupted) - 5} more"
-    return f"{len(interrupted)} running task(s) killed ({names}{more})"
+    return f"{plural(len(interrupted), 'running task')} killed ({names}{more})"
 
 
 def describe_interrupted(interrupted: list[TaskMirror]) -> str:

@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from leoflow.domain.backfill import backfill_run_id
+from leoflow.domain.words import plural
 from leoflow.store.backfills import (
     BackfillRow,
     backfill_progress,
@@ -50,7 +51,7 @@ class BackfillDriver:
         if progress.pending == 0:
             if progress.active == 0:
                 state = "failed" if progress.failed else "success"
-                message = f"{progress.success} run(s) succeeded, {progress.failed} failed"
+                message = f"{plural(progress.success, 'run')} succeeded, {progress.failed} failed"
                 if await finish_backfill(store, backfill.pk, state, message, epoch=scheduler.epoch):
                     log.info("backfill %d of %s ended %s: %s", backfill.pk, backfill.dag_id,
                              state, message)  # fmt: skip

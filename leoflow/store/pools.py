@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -30,6 +33,22 @@ class PoolRecords(StoreBase):
             self._insert_one(conn, self._upsert_pool, params)
 
         await self._write(op, None)
+
+    async def add_missing_pools(self, wanted: Mapping[str, tuple[int, str]]) -> list[str]:
+        """Create each pool of ``wanted`` (name: slots, description) that has no row;
+        one that has is left as it is. The names created, in order."""
+        params: list[dict[str, Any]] = [
+            {"name": name, "slots": slots, "description": text, "updated_at": now()}
+            for name, (slots, text) in sorted(wanted.items())
+        ]
+        if not params:
+            return []
+        stmt = self._insert(pools).on_conflict_do_nothing(index_elements=[pools.c.name])
+
+        def op(conn: Connection) -> list[str]:
+            return [p["name"] for p in params if conn.execute(stmt, p).rowcount == 1]
+
+        return await self._write(op, None)
 
     async def delete_pool(self, name: str) -> bool:
         stmt = sa.delete(pools).where(pools.c.name == name)

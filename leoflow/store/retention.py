@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from leoflow.domain.states import RUN_TERMINAL, TASK_HOLDS_SLOTS
+from leoflow.domain.words import plural
 from leoflow.store.base import StoreBase
 from leoflow.store.schema import dag_runs, log_chunks, task_instances, tickets
 
@@ -64,8 +65,9 @@ class PruneCounts:
 
     def summary(self) -> str:
         return (
-            f"{self.runs} run(s), {self.task_instances} task instance(s), "
-            f"{self.log_chunks} log chunk(s), {self.tickets + self.expired_tickets} ticket(s)"
+            f"{plural(self.runs, 'run')}, {plural(self.task_instances, 'task instance')}, "
+            f"{plural(self.log_chunks, 'log chunk')}, "
+            f"{plural(self.tickets + self.expired_tickets, 'ticket')}"
         )
 
 

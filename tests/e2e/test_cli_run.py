@@ -17,7 +17,7 @@ def _row(table: str, task: str) -> list[str]:
 
 
 def test_the_example_etl_dag_succeeds_with_one_retry(leoflow: Leoflow) -> None:
-    done = leoflow("--config", "examples/settings.yaml", "run", "examples/dags/etl.yaml")
+    done = leoflow("run", "examples/dags/etl.yaml")  # its warehouse pool: the file's pools:
     assert done.returncode == 0, done.stderr + done.stdout
     table = done.stdout.split("\n\n")[-2]
     for task in ("extract_orders", "load_orders", "build_sales_mart", "check_sales_mart"):
@@ -55,10 +55,32 @@ def test_logs_prints_each_try(leoflow: Leoflow) -> None:
     assert "has no task 'nope'" in missing.stderr
 
 
-def test_run_rejects_an_unknown_pool_before_starting(leoflow: Leoflow) -> None:
-    done = leoflow("run", "examples/dags/etl.yaml")  # no settings: the warehouse pool is missing
-    assert done.returncode == 1
-    assert "examples/dags/etl.yaml: tasks.load_orders.pool: unknown pool 'warehouse'" in done.stderr
+def test_run_and_validate_reject_an_unknown_pool_with_its_line(
+    leoflow: Leoflow, tmp_path: Path
+) -> None:
+    dag = tmp_path / "pools.yaml"
+    dag.write_text(
+        "dag_id: pools\n"
+        "pools:\n"
+        "  mine: {slots: 1}\n"
+        "tasks:\n"
+        "  a: {command: 'true', pool: mine}\n"
+        "  b:\n"
+        "    command: 'true'\n"
+        "    pool: warehouse\n"
+    )
+    expected = f"{dag}:8: tasks.b.pool: unknown pool 'warehouse' (pools: default_pool, mine)"
+    ran = leoflow("run", str(dag))
+    assert ran.returncode == 1
+    assert expected in ran.stderr
+    checked = leoflow("dags", "validate", str(dag))
+    assert checked.returncode == 1
+    assert expected in checked.stderr
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("pools: {warehouse: 2}\n")
+    assert leoflow("--config", str(settings), "dags", "validate", str(dag)).returncode == 0
+    assert leoflow("dags", "validate", str(dag), "--pools", "warehouse").returncode == 0
+    assert leoflow("--config", str(settings), "run", str(dag)).returncode == 0
 
 
 def test_validate_lists_every_problem_with_file_line_and_field(
@@ -90,7 +112,7 @@ def test_validate_lists_every_problem_with_file_line_and_field(
     assert f"{bad}:10: tasks.b.retries: input should be a valid integer" in done.stderr
     assert f"{folder / 'good.yaml'}" in done.stderr  # the duplicate names the first file
     assert "duplicate dag_id 'good'" in done.stderr
-    assert "ok  good  (1 tasks)" in done.stdout
+    assert "ok  good  (1 task)" in done.stdout
 
     (folder / "bad.yaml").unlink()
     (folder / "dup.yaml").unlink()
@@ -110,11 +132,11 @@ def test_db_prune_dry_run_then_prune(leoflow: Leoflow, tmp_path: Path) -> None:
     assert leoflow("run", str(dag), "--executor", "subprocess").returncode == 0
     dry = leoflow("db", "prune", "--older-than", "0s", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.startswith("would delete 1 run(s), 1 task instance(s)")
+    assert dry.stdout.startswith("would delete 1 run, 1 task instance, ")
     done = leoflow("db", "prune", "--older-than", "0s")
-    assert done.stdout.startswith("deleted 1 run(s), 1 task instance(s)")
+    assert done.stdout.startswith("deleted 1 run, 1 task instance, ")
     again = leoflow("db", "prune", "--older-than", "0s")
-    assert again.stdout.startswith("deleted 0 run(s)")
+    assert again.stdout.startswith("deleted 0 runs, 0 task instances")
     bad = leoflow("db", "prune", "--older-than", "soon")
     assert bad.returncode == 2
     assert "--older-than" in bad.stderr

@@ -160,5 +160,5 @@ def test_sigterm_while_the_disk_is_full_stops_lite_promptly(
             proc.kill()
     said = output.read_text()
     assert elapsed < 10.0, said  # generous: it takes about 2 s
-    assert "leoflow lite: stopped; 1 running task(s) killed (big)" in said, said
+    assert "leoflow lite: stopped; 1 running task killed (big)" in said, said
     assert "Traceback" not in said, said

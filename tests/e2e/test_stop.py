@@ -108,7 +108,7 @@ def test_sigterm_stops_lite_promptly_and_the_next_start_reruns_its_tasks(
     assert elapsed < EXIT_BOUND, out
     assert proc.returncode == 0, out
     assert (
-        "leoflow lite: stopped; 3 running task(s) killed (a, b, stubborn); the next start runs "
+        "leoflow lite: stopped; 3 running tasks killed (a, b, stubborn); the next start runs "
         "them again without spending a retry"
     ) in out, out
     assert "Traceback" not in out, out
@@ -154,7 +154,7 @@ def test_sigterm_stops_leoflow_run_promptly_and_fails_its_run(
             proc.kill()
     assert elapsed < EXIT_BOUND, out
     assert proc.returncode == 128 + signal.SIGTERM, out
-    assert "leoflow run: stopped; 3 running task(s) killed (a, b, stubborn); run " in out, out
+    assert "leoflow run: stopped; 3 running tasks killed (a, b, stubborn); run " in out, out
     assert "Traceback" not in out, out
     _wait(lambda: not any(_group_alive(g) for g in pgids), "the tasks' processes to be gone", 10)
     assert _query(home, "SELECT state FROM dag_runs") == [("failed",)]

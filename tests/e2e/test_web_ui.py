@@ -83,7 +83,7 @@ class Lite:
         out = open(self.tmp_path / f"lite-{self.starts}.out", "w")  # noqa: SIM115
         self.starts += 1
         self.proc = subprocess.Popen(
-            [LEOFLOW, "--config", "examples/settings.yaml", "lite", "--dags", self.dags],
+            [LEOFLOW, "lite", "--dags", self.dags],
             env=self.env,
             cwd=REPO,
             stdout=out,

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, get_args
 
+from leoflow.domain.words import plural
+
 Reason: TypeAlias = Literal[
     "pool_missing",
     "pool_too_small",
@@ -67,7 +69,7 @@ def blockers(at: Occupancy, dag: str, pool: str, demand: int) -> list[WaitReason
         out.append(WaitReason("pool_missing", message, pool_used, None, demand))
     elif demand > size:
         message = (
-            f"pool {pool} has {size} slots in all; this task needs {demand}"
+            f"pool {pool} has {plural(size, 'slot')} in all; this task needs {demand}"
             " and cannot run until the pool grows"
         )
         out.append(WaitReason("pool_too_small", message, pool_used, size, demand))
@@ -78,7 +80,7 @@ def blockers(at: Occupancy, dag: str, pool: str, demand: int) -> list[WaitReason
         out.append(WaitReason("dag_max_active_tasks", message, used, cap, 1))
     if size is not None and demand <= size and size - pool_used < demand:
         message = (
-            f"pool {pool} has {max(0, size - pool_used)} of {size} slots free;"
+            f"pool {pool} has {max(0, size - pool_used)} of {plural(size, 'slot')} free;"
             f" this task needs {demand}"
         )
         out.append(WaitReason("pool_slots", message, pool_used, size, demand))

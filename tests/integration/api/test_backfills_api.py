@@ -86,20 +86,21 @@ async def test_created_listed_and_a_second_one_refused(
     client: httpx.AsyncClient, store: Store
 ) -> None:
     await put_dag(store, DAILY)
+    # "to": a day is all of it: 03:00 of the 1st to 03:00 of the 10th, 10 points.
     span = {"from": "2026-01-01", "to": "2026-01-10", "max_active_runs": 2}
     created = await client.post(URL, json=span, headers=auth_header("operator"))
     assert created.status_code == 201
     pk = created.json()["pk"]
     assert created.headers["location"] == f"/api/v1/backfills/{pk}"
     assert created.json()["progress"] == {
-        "total": 9, "pending": 9, "queued": 0, "running": 0, "success": 0, "failed": 0,
+        "total": 10, "pending": 10, "queued": 0, "running": 0, "success": 0, "failed": 0,
     }  # fmt: skip
     second = await client.post(URL, json=span, headers=auth_header("operator"))
     assert second.status_code == 409 and str(pk) in second.json()["detail"]
     listed = await client.get(URL, headers=auth_header("viewer"))
     assert [b["pk"] for b in listed.json()] == [pk]
     one = await client.get(f"/api/v1/backfills/{pk}", headers=auth_header("viewer"))
-    assert len(one.json()["pending"]) == 9 and one.json()["runs"] == []
+    assert len(one.json()["pending"]) == 10 and one.json()["runs"] == []
     assert (
         await client.get("/api/v1/backfills/999", headers=auth_header("viewer"))
     ).status_code == 404

@@ -58,7 +58,7 @@ async def test_dags_apply_list_pause(live: RunningApi, store: Store, tmp_path: P
 
     code, out, _ = await cli(live, "dags", "list", role="viewer")
     assert code == 0
-    assert out.splitlines()[0].split() == ["DAG", "PAUSED", "SCHEDULE", "TASKS", "FROM"]
+    assert out.splitlines()[0].split() == ["DAG", "PAUSED", "SCHEDULE", "TASKS", "ACTIVE", "FROM"]
     assert out.splitlines()[1].split()[:4] == ["etl", "no", "-", "3"]
 
     code, out, _ = await cli(live, "dags", "pause", "etl", role="operator")

@@ -130,7 +130,7 @@ async def test_upstreams(client: httpx.AsyncClient, store: Store) -> None:
     answer = await why(client, "etl", "r", "transform")
     assert answer["reason"] == "upstream" and answer["waiting"] is True
     assert answer["upstreams"] == [{"task_id": "extract", "state": "running"}]
-    assert answer["message"] == "waiting for 1 of 1 upstream task(s): extract (running)"
+    assert answer["message"] == "waiting for 1 of 1 upstream task; still running: extract (running)"
 
 
 async def test_retry_delay(client: httpx.AsyncClient, store: Store) -> None:
@@ -159,5 +159,5 @@ async def test_max_active_runs(client: httpx.AsyncClient, store: Store) -> None:
     assert (answer["used"], answer["limit"]) == (2, 2)
     assert answer["message"] == (
         "run d is queued: DAG etl has 2 of 2 max_active_runs running; "
-        "1 older queued run(s) go first"
+        "1 older queued run ahead of it"
     )

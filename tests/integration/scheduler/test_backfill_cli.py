@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from leoflow.api.app import create_app
 from leoflow.api.server import RunningApi, start_server
 from leoflow.store import Store
 from leoflow.store.backfills import backfill_progress, list_backfills
-from tests.integration.api.conftest import TOKENS, make_auth, make_settings
-from tests.integration.scheduler.conftest import SchedulerFactory
+from tests.e2e.conftest import REPO
+from tests.integration.api.conftest import TOKENS, auth_header, make_auth, make_settings
+from tests.integration.scheduler.conftest import SchedulerFactory, dag
 from tests.integration.scheduler.test_backfill_run import daily, wait_for
 
 
@@ -52,7 +55,7 @@ async def test_dry_run_follow_and_refusal(
     await scheduler.start()
     span = ("daily", "--from", "2026-03-01", "--to", "2026-03-06")
     code, out, _ = await finish(await start_cli(live, *span, "--dry-run"))
-    assert code == 0 and out.splitlines()[0] == "daily: 6 run(s), at most 5 at a time"
+    assert code == 0 and out.splitlines()[0] == "daily: 6 runs, at most 5 at a time"
     assert "2026-03-06T00:00:00Z" in out and await list_backfills(store) == []
 
     code, out, err = await finish(await start_cli(live, *span, "--max-active-runs", "2"))
@@ -93,3 +96,46 @@ async def test_ctrl_c_cancels_the_backfill_as_a_whole(
     assert progress.failed + progress.pending == 9
     for run in await store.list_runs(dag_id="daily"):
         assert run.state.value == "failed" and "backfill" in (run.message or "")
+
+
+async def test_to_a_day_includes_that_day_in_the_cli_the_api_and_the_ui(
+    live: RunningApi, make_scheduler: SchedulerFactory
+) -> None:
+    """A cron at 06:00: ``--to 2026-03-06`` includes 2026-03-06T06:00, as the help says,
+    through the CLI, the API's JSON and the web UI's action alike (one rule)."""
+    spec = dag('dag_id: six\nschedule: "0 6 * * *"\ntasks:\n  t: {command: "true"}\n')
+    await make_scheduler(spec)
+    code, out, err = await finish(
+        await start_cli(live, "six", "--from", "2026-03-05", "--to", "2026-03-06", "--dry-run")
+    )
+    assert code == 0, err
+    assert out.split() == ["six:", "2", "runs,", "at", "most", "1", "at", "a", "time",
+                           "2026-03-05T06:00:00Z", "2026-03-06T06:00:00Z"]  # fmt: skip
+    expected = ["2026-03-05T06:00:00Z", "2026-03-06T06:00:00Z"]
+    async with httpx.AsyncClient(base_url=live.url) as client:
+        body = {"from": "2026-03-05", "to": "2026-03-06", "dry_run": True}
+        planned = await client.post(
+            "/api/v1/dags/six/backfills", json=body, headers=auth_header("operator")
+        )
+        assert planned.status_code == 200, planned.text
+        assert planned.json()["logical_dates"] == expected
+    ui = (REPO / "leoflow/api/ui/static/ui.js").read_text()
+    assert "end: to || null" in ui  # the page sends the day as typed; the API reads it
+
+
+async def test_backfill_json_prints_one_document(
+    live: RunningApi, make_scheduler: SchedulerFactory, tmp_path: Path
+) -> None:
+    """Following with --json: no progress lines, the finished backfill as one document."""
+    scheduler = await make_scheduler(daily(tmp_path, "true"))
+    await scheduler.start()
+    span = ("daily", "--from", "2026-03-01", "--to", "2026-03-02", "--json")
+    code, out, err = await finish(await start_cli(live, *span))
+    assert code == 0, err
+    done = json.loads(out)
+    assert (done["dag_id"], done["state"]) == ("daily", "success")
+    assert done["progress"]["success"] == 2
+    code, out, err = await finish(await start_cli(live, *span, "--dry-run"))
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["logical_dates"] == [] and len(plan["skipped"]) == 2

@@ -489,7 +489,7 @@ def test_unknown_pool() -> None:
 def test_known_and_default_pools_load() -> None:
     text = "dag_id: d\ntasks:\n  a: {command: x, pool: warehouse}\n  b: {command: x}\n"
     spec = parse_dag(text, PATH, LoadOptions(known_pools={"warehouse"}))
-    assert spec.pools() == {"warehouse", DEFAULT_POOL}
+    assert spec.used_pools() == {"warehouse", DEFAULT_POOL}
 
 
 def test_pools_not_checked_without_known_pools() -> None:
@@ -591,7 +591,11 @@ def test_unknown_key_in_defaults_is_reported_once() -> None:
         "dag_id: d\ndefaults:\n  retrys: 2\ntasks:\n  a: {command: x}\n  b: {command: x}\n"
     )
     problem = only(err)
-    assert (problem.field, problem.line, problem.message) == ("defaults.retrys", 3, "unknown field")
+    assert (problem.field, problem.line, problem.message) == (
+        "defaults.retrys",
+        3,
+        "unknown field; did you mean 'retries'?",
+    )
 
 
 def test_bad_command_in_defaults_is_reported_once_at_defaults() -> None:

@@ -180,7 +180,7 @@ def test_downstream_and_pools() -> None:
         task("d", depends_on=["b", "c"], pool="p2"),
     )
     assert spec.downstream() == {"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []}
-    assert spec.pools() == {DEFAULT_POOL, "p1", "p2"}
+    assert spec.used_pools() == {DEFAULT_POOL, "p1", "p2"}
 
 
 def test_models_are_frozen() -> None:

@@ -152,7 +152,10 @@ def test_upstreams_named_with_their_states() -> None:
     assert answer.reason == "upstream" and answer.waiting
     assert answer.upstreams == (("b", TaskState.RUNNING), ("c", TaskState.UP_FOR_RETRY))
     assert (answer.used, answer.limit) == (1, 3)
-    assert answer.message == ("waiting for 2 of 3 upstream task(s): b (running), c (up_for_retry)")
+    assert answer.message == (
+        "waiting for 2 of 3 upstream tasks; still running: b (running); "
+        "not yet running: c (up_for_retry)"
+    )
 
 
 def test_upstreams_done_or_failed() -> None:
@@ -190,7 +193,7 @@ def test_queued_run_max_active_runs() -> None:
     assert answer.message == "run r1 is queued: DAG etl has 1 of 1 max_active_runs running"
     behind = explain(ti(1, TaskState.NONE), run, now=NOW, gate=RunGate(2, 1, 1))
     assert behind.reason == "max_active_runs"
-    assert "1 older queued run(s) go first" in behind.message
+    assert "1 older queued run ahead of it" in behind.message
     room = explain(ti(1, TaskState.NONE), run, now=NOW, gate=RunGate(3, 1, 1))
     assert room.reason == "run_start_next_tick" and not room.waiting
 

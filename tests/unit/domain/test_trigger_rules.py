@@ -151,7 +151,7 @@ def test_airflow_examples() -> None:
 def test_waiting_message_counts_what_is_still_running() -> None:
     counts = Counts.of([T.FAILED, T.RUNNING, T.UP_FOR_RETRY])
     assert waiting_message(TriggerRule.ONE_SUCCESS, counts) == (
-        "trigger rule one_success: waiting for any of 3 upstreams to succeed; 2 still running"
+        "trigger rule one_success: waiting for any of 3 upstreams to succeed; 2 not finished"
     )
 
 

@@ -140,7 +140,7 @@
   function backfillBody(form, dryRun) {
     const from = $("#bf-from").value, to = $("#bf-to").value, max = $("#bf-max").value.trim();
     return {
-      dag_id: form.dataset.dag, start: from || null, end: to ? to + "T23:59:59" : null,
+      dag_id: form.dataset.dag, start: from || null, end: to || null,  // a day: the API reads it as all of that day
       reprocess_failed: $("#bf-reprocess").checked, max_active_runs: max ? Number(max) : null,
       dry_run: dryRun,
     };
