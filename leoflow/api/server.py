@@ -23,6 +23,7 @@ from fastapi import FastAPI
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import TOKENS_SETTING, Auth, TokensFileError
+from leoflow.api.connections import ConnectionBounds, protocol_for
 from leoflow.api.context import ApiContext
 from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
@@ -140,8 +141,10 @@ async def start_server(app: FastAPI, host: str, port: int) -> RunningApi:
     """Serve ``app`` from the current loop; the socket is bound before this returns
     (port 0 picks a free port: see ``RunningApi.port``)."""
     sock = _bind(host, port)
+    ctx: ApiContext = app.state.leoflow
     config = uvicorn.Config(
         app,
+        http=protocol_for(ConnectionBounds.of(ctx.settings)),
         lifespan="off",
         log_level="warning",
         access_log=False,
