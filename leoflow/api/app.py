@@ -19,6 +19,7 @@ from leoflow.api.guard import RequestGuard
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.api.ui import routes as web_ui
 from leoflow.api.ui.gate import UiGate
+from leoflow.api.ui.streams import LiveStreams
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreUnavailable
@@ -49,6 +50,7 @@ def create_app(
         auth=auth,
         notify=notify,
         log_poll_interval=log_poll_interval,
+        streams=LiveStreams.of(settings),
     )
     for module in (health, dags, runs, tasks, tries, logs, pools, backfills):
         app.include_router(module.router)

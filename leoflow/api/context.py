@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 
 from leoflow.aio.waits import wait_set
 from leoflow.api.auth import Auth
+from leoflow.api.ui.streams import LiveStreams
 from leoflow.settings import Settings
 from leoflow.store import Store
 
@@ -36,6 +37,13 @@ class ApiContext:
     # Set when the server starts to shut down: long-lived streams (the UI's live
     # events, a followed log) end at once instead of holding uvicorn's grace period.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
+    # The web UI's live streams: bounded, and ended at once when the server stops.
+    streams: LiveStreams = field(default_factory=LiveStreams)
+
+    def begin_closing(self) -> None:
+        """The server is stopping: long-lived streams end now."""
+        self.closing.set()
+        self.streams.close_all()
 
     async def pause(self, seconds: float) -> bool:
         """Wait ``seconds``, or less if the server starts shutting down; True if it has."""

@@ -109,7 +109,7 @@ class RunningApi:
         # Streams first (they would hold the graceful shutdown to its end), then uvicorn.
         ctx = getattr(getattr(self.server.config.app, "state", None), "leoflow", None)
         if isinstance(ctx, ApiContext):
-            ctx.closing.set()
+            ctx.begin_closing()
         self.server.should_exit = True
         try:
             async with asyncio.timeout(GRACEFUL_SHUTDOWN + 2):
