@@ -131,7 +131,7 @@ class Settings(BaseModel):
     api_max_connections_per_peer: int = Field(256, gt=0, le=65536)
     api_head_timeout: float = Field(10.0, gt=0, le=3600)
     api_body_timeout: float = Field(60.0, gt=0, le=3600)
-    # The web UI's live streams (leoflow/api/ui/streams.py): open at once in all (503
+    # The web UI's live streams (leoflow/api/live_streams.py): open at once in all (503
     # past it) and per session (its oldest ends), and pages rendered a second by all.
     ui_max_streams: int = Field(64, gt=0, le=10000)
     ui_max_streams_per_session: int = Field(8, gt=0, le=1000)

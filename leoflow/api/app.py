@@ -19,7 +19,7 @@ from leoflow.api.guard import RequestGuard
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.api.ui import routes as web_ui
 from leoflow.api.ui.gate import UiGate
-from leoflow.api.ui.streams import LiveStreams
+from leoflow.api.live_streams import LiveStreams
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreUnavailable

@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 
 from leoflow.aio.waits import wait_set
 from leoflow.api.auth import Auth
-from leoflow.api.ui.streams import LiveStreams
+from leoflow.api.live_streams import LiveStreams
 from leoflow.settings import Settings
 from leoflow.store import Store
 

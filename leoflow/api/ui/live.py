@@ -1,7 +1,7 @@
 """The web UI's live updates: ``/ui/events`` streams a page's regions again
 whenever they change, as server-sent events, until the client goes or the server
 stops (then a ``closing`` event; the browser reconnects by itself). Streams are
-bounded (``leoflow/api/ui/streams.py``): a session's oldest gives way to its newest
+bounded (``leoflow/api/live_streams.py``): a session's oldest gives way to its newest
 (a ``superseded`` event: that tab stays still), and past the total a new one is 503."""
 
 from __future__ import annotations

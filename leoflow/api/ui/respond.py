@@ -14,7 +14,7 @@ from starlette.background import BackgroundTask
 from leoflow.api.context import ApiContext
 from leoflow.api.ui import pages, session
 from leoflow.api.ui.present import Viewer
-from leoflow.api.ui.streams import Ticket
+from leoflow.api.live_streams import Ticket
 
 _SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "

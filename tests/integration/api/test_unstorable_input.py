@@ -19,22 +19,22 @@ from leoflow.domain.stored_json import UNREADABLE, read_stored_json
 from leoflow.store import Store
 from tests.integration.api.conftest import (
     DAG_YAML,
-    TOKENS,
     auth_header,
     make_auth,
     make_settings,
     put_dag,
 )
-from tests.integration.api.seed import seed
 from tests.integration.api.test_cli import cli
-from tests.integration.api.test_guard import (
-    ADMIN,
+from tests.integration.api.test_guard import (  # noqa: F401
     HOST,
     ROUTES,
     Answer,
+    admin,
     asgi,
     body_headers,
     concrete,
+    guarded,
+    settings,
 )
 
 WRITE_ROUTES = [(m, t) for m, t in ROUTES if m in ("POST", "PUT", "PATCH") and t != "/api/v1/dags"]
@@ -52,31 +52,15 @@ POISON = [
 ]
 
 
-@pytest.fixture
-async def guarded(store: Store, tmp_path: Path) -> FastAPI:
-    await seed(store)
-    return create_app(store, make_settings(tmp_path), auth=make_auth())
-
-
-@pytest.fixture
-async def admin(guarded: FastAPI) -> dict[str, str]:
-    """The bearer token and a UI session cookie: API and UI writes alike get past auth."""
-    body = json.dumps({"token": TOKENS["admin"]}).encode()
-    login = await asgi(
-        guarded, "POST", "/ui/login",
-        {"Host": HOST, "Origin": f"http://{HOST}", "Content-Type": "application/json",
-         "Content-Length": str(len(body))},
-        [body],
-    )  # fmt: skip
-    assert login.status == 200, login.body
-    return {**ADMIN, "Cookie": login.headers["set-cookie"].split(";", 1)[0]}
-
-
 @pytest.mark.parametrize(
     ("method", "template"), WRITE_ROUTES, ids=[f"{m} {t}" for m, t in WRITE_ROUTES]
 )
 async def test_every_json_body_refuses_unstorable_text(
-    guarded: FastAPI, store: Store, admin: dict[str, str], method: str, template: str
+    guarded: FastAPI,  # noqa: F811
+    store: Store,
+    admin: dict[str, str],  # noqa: F811
+    method: str,
+    template: str,
 ) -> None:
     path = concrete(template)
     runs_before = len(await store.list_runs(dag_id="etl"))
@@ -93,7 +77,10 @@ async def test_every_json_body_refuses_unstorable_text(
 
 @pytest.mark.parametrize(("method", "template"), ROUTES, ids=[f"{m} {t}" for m, t in ROUTES])
 async def test_every_path_and_query_refuses_unstorable_text(
-    guarded: FastAPI, admin: dict[str, str], method: str, template: str
+    guarded: FastAPI,  # noqa: F811
+    admin: dict[str, str],  # noqa: F811
+    method: str,
+    template: str,
 ) -> None:
     path = concrete(template)
     for query, named in (
