@@ -16,10 +16,10 @@ from leoflow.api import backfills, dags, health, logs, pools, runs, tasks, tries
 from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
+from leoflow.api.live_streams import LiveStreams
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.api.ui import routes as web_ui
 from leoflow.api.ui.gate import UiGate
-from leoflow.api.live_streams import LiveStreams
 from leoflow.domain.states import IllegalTransition
 from leoflow.settings import Settings
 from leoflow.store import Store, StoreUnavailable

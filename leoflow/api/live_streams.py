@@ -96,6 +96,5 @@ class LiveStreams:
 
     def refusal(self) -> str:
         return (
-            f"too many live streams are open ({self.max_total}, {TOTAL_SETTING}); "
-            "this page will try again"
+            f"too many live streams are open ({self.max_total}, {TOTAL_SETTING}); try again shortly"
         )

@@ -12,9 +12,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from leoflow.api.context import ApiContext
+from leoflow.api.live_streams import Ticket
 from leoflow.api.ui import pages, session
 from leoflow.api.ui.present import Viewer
-from leoflow.api.live_streams import Ticket
 
 _SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from leoflow.domain.states import TaskState
 from leoflow.store import Store
 from tests.integration.api.conftest import make_settings, put_dag
+from tests.integration.api.seed import move, seed
 from tests.integration.api.test_server import start_lite
 from tests.support.waiting import until
 
@@ -105,5 +107,38 @@ async def test_live_streams_are_bounded_per_session_and_in_total(
                 return isinstance(again, Stream)
 
             await until(admitted, "a place freed by a closed stream")
+    finally:
+        await closer()  # type: ignore[operator]
+
+
+async def test_followed_logs_of_the_api_count_among_the_live_streams(
+    store: Store, tmp_path: Path
+) -> None:
+    await seed(store)
+    run = await store.find_run("etl", "q")
+    assert run is not None
+    ti = next(t for t in await store.list_task_instances(run_pk=run.pk) if t.task_id == "extract")
+    await move(store, ti.pk, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING)
+    settings = make_settings(tmp_path, api_listen="127.0.0.1:0", ui_max_streams=2)
+    url, closer, _ = await start_lite(settings, store)
+    follow = "/api/v1/dags/etl/runs/q/tasks/extract/logs/1"
+    try:
+        async with AsyncExitStack() as stack:
+            client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=60))
+            first = await stack.enter_async_context(
+                client.stream("GET", follow, params={"follow": "true"})
+            )
+            page = await _open(stack, client)
+            assert first.status_code == 200 and isinstance(page, Stream)
+            refused = await client.get(follow, params={"follow": "true"})
+            assert refused.status_code == 503 and "ui_max_streams" in refused.text
+            assert (await client.get(follow)).status_code == 200  # not followed: no stream
+            await first.aclose()
+
+            async def admitted() -> bool:
+                async with client.stream("GET", follow, params={"follow": "true"}) as again:
+                    return again.status_code == 200
+
+            await until(admitted, "the place of the closed follow")
     finally:
         await closer()  # type: ignore[operator]
