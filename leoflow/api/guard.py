@@ -150,7 +150,9 @@ class RequestGuard:
         headers = _headers(scope)
         length_text = headers.get("content-length")
         chunked = "transfer-encoding" in headers
-        if length_text is not None and not length_text.strip().isdigit():
+        if length_text is not None and not (
+            length_text.isascii() and length_text.strip().isdigit()
+        ):
             await _answer(send, 400, f"Content-Length {length_text[:40]!r} is not a number", _CLOSE)
             return
         length = int(length_text) if length_text is not None else 0

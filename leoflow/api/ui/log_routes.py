@@ -99,7 +99,8 @@ async def log_stream(
     _, ti, _ = await task_or_404(ctx.store, which.dag, which.run, which.task)
     try_ = which.number
     resume = request.headers.get("last-event-id", "")
-    start = int(resume) if resume.isdigit() else offset
+    # ASCII digits only: "²" is a digit to isdigit() but not to int().
+    start = int(resume) if resume.isascii() and resume.isdigit() and len(resume) < 16 else offset
     store = ctx.store
     ticket = ctx.streams.open(s.sid)
     if ticket is None:

@@ -11,9 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi import FastAPI
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from leoflow.api.app import create_app
+from leoflow.api.auth import Auth
 from leoflow.api.server import start_server
 from leoflow.domain.stored_json import UNREADABLE, read_stored_json
 from leoflow.store import Store
@@ -24,6 +25,7 @@ from tests.integration.api.conftest import (
     make_settings,
     put_dag,
 )
+from tests.integration.api.seed import seed
 from tests.integration.api.test_cli import cli
 from tests.integration.api.test_guard import (  # noqa: F401
     HOST,
@@ -234,3 +236,33 @@ def test_read_stored_json_edges() -> None:
     assert read_stored_json('"\\ude00\\ud83d"', "x") == "\ufffd\ufffd"
     assert read_stored_json('{"a": "\\u0000"}', "x") == {"a": "\x00"}
     assert UNREADABLE in read_stored_json("[" * 100_000, "x")
+
+
+async def test_digits_that_int_refuses_are_no_numbers(store: Store, tmp_path: Path) -> None:
+    """ "²" is a digit to str.isdigit() but not to int(): in a header (Latin-1 as ASGI
+    servers decode it) or a path, it is no number — never a 500."""
+    await seed(store)
+    app = create_app(store, make_settings(tmp_path), auth=Auth.disabled())
+
+    def with_header(name: bytes, value: bytes, query: bytes = b"") -> ASGIApp:
+        async def patched(scope: Scope, receive: Receive, send: Send) -> None:
+            headers = [(k, v) for k, v in scope["headers"] if k != name]
+            scope = {**scope, "headers": [*headers, (name, value)], "query_string": query}
+            await app(scope, receive, send)
+
+        return patched
+
+    local = {"Host": HOST}
+    log = b"dag=etl&run=r&task=extract&try=1"
+    for value in (b"\xb2", b"1\xb3", b"9" * 40):
+        follow = with_header(b"last-event-id", value, log)
+        answer = await asgi(follow, "GET", "/ui/log/stream", local)  # type: ignore[arg-type]
+        assert answer.status == 200, (value, answer.status, answer.body)
+    answer = await asgi(
+        with_header(b"content-length", b"\xb9"), "POST", "/api/v1/pools",  # type: ignore[arg-type]
+        {**local, "Content-Type": "application/json"}, [b"{}"],
+    )  # fmt: skip
+    assert answer.status == 400 and "Content-Length" in answer.detail
+    async with _client(app) as c:
+        page = await c.get("/dags/etl/backfills/%C2%B2")
+        assert page.status_code == 404, page.status_code
