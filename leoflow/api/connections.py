@@ -35,15 +35,6 @@ class ConnectionBounds:
     head_timeout: float
     body_timeout: float
 
-    @classmethod
-    def of(cls, settings: Settings) -> ConnectionBounds:
-        return cls(
-            settings.api_max_connections,
-            settings.api_max_connections_per_peer,
-            settings.api_head_timeout,
-            settings.api_body_timeout,
-        )
-
 
 @dataclass
 class _Registry:
@@ -190,6 +181,12 @@ class BoundedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def protocol_for(bounds: ConnectionBounds) -> type[BoundedH11Protocol]:
+def protocol_for(settings: Settings) -> type[BoundedH11Protocol]:
     """A protocol class for one server: its connections share one registry."""
+    bounds = ConnectionBounds(
+        settings.api_max_connections,
+        settings.api_max_connections_per_peer,
+        settings.api_head_timeout,
+        settings.api_body_timeout,
+    )
     return type("ServerH11Protocol", (BoundedH11Protocol,), {"registry": _Registry(bounds)})

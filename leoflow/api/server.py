@@ -23,7 +23,7 @@ from fastapi import FastAPI
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import TOKENS_SETTING, Auth, TokensFileError
-from leoflow.api.connections import ConnectionBounds, protocol_for
+from leoflow.api.connections import protocol_for
 from leoflow.api.context import ApiContext
 from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
@@ -144,7 +144,7 @@ async def start_server(app: FastAPI, host: str, port: int) -> RunningApi:
     ctx: ApiContext = app.state.leoflow
     config = uvicorn.Config(
         app,
-        http=protocol_for(ConnectionBounds.of(ctx.settings)),
+        http=protocol_for(ctx.settings),
         lifespan="off",
         log_level="warning",
         access_log=False,

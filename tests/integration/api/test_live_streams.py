@@ -11,10 +11,9 @@ from pathlib import Path
 
 import httpx
 
-from leoflow.domain.states import TaskState
 from leoflow.store import Store
 from tests.integration.api.conftest import make_settings, put_dag
-from tests.integration.api.seed import move, seed
+from tests.integration.api.seed import seed_with_a_running_try
 from tests.integration.api.test_server import start_lite
 from tests.support.waiting import until
 
@@ -114,11 +113,7 @@ async def test_live_streams_are_bounded_per_session_and_in_total(
 async def test_followed_logs_of_the_api_count_among_the_live_streams(
     store: Store, tmp_path: Path
 ) -> None:
-    await seed(store)
-    run = await store.find_run("etl", "q")
-    assert run is not None
-    ti = next(t for t in await store.list_task_instances(run_pk=run.pk) if t.task_id == "extract")
-    await move(store, ti.pk, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING)
+    await seed_with_a_running_try(store)
     settings = make_settings(tmp_path, api_listen="127.0.0.1:0", ui_max_streams=2)
     url, closer, _ = await start_lite(settings, store)
     follow = "/api/v1/dags/etl/runs/q/tasks/extract/logs/1"
