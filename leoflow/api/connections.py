@@ -97,7 +97,6 @@ class BoundedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._awaiting: str | None = None  # "head" or "body": what the deadline is for
-        self._admitted = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -108,7 +107,6 @@ class BoundedH11Protocol(H11Protocol):
             )
             transport.close()
             return
-        self._admitted = True
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
