@@ -139,6 +139,18 @@ class Settings(BaseModel):
     api_dag_body_limit: int = Field(1024 * 1024, gt=0)
     api_run_conf_limit: int = Field(32 * 1024, gt=0)
     api_json_max_depth: int = Field(32, gt=0, le=512)
+    # What the HTTP server holds (leoflow/api/connections.py): open connections in all
+    # and per peer address (a stalled one gives way to a newcomer), and the seconds a
+    # request head and a request body may take to arrive (408 after).
+    api_max_connections: int = Field(512, gt=0, le=65536)
+    api_max_connections_per_peer: int = Field(256, gt=0, le=65536)
+    api_head_timeout: float = Field(10.0, gt=0, le=3600)
+    api_body_timeout: float = Field(60.0, gt=0, le=3600)
+    # The web UI's live streams (leoflow/api/live_streams.py): open at once in all (503
+    # past it) and per session (its oldest ends), and pages rendered a second by all.
+    ui_max_streams: int = Field(64, gt=0, le=10000)
+    ui_max_streams_per_session: int = Field(8, gt=0, le=1000)
+    ui_live_renders_per_second: float = Field(20.0, gt=0, le=10000)
 
     # --- kubernetes
     task_namespace: str = "default"

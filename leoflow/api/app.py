@@ -16,6 +16,7 @@ from leoflow.api import backfills, dags, health, logs, pools, runs, tasks, tries
 from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
+from leoflow.api.live_streams import LiveStreams
 from leoflow.api.metrics import MetricsMiddleware
 from leoflow.api.ui import routes as web_ui
 from leoflow.api.ui.gate import UiGate
@@ -49,6 +50,7 @@ def create_app(
         auth=auth,
         notify=notify,
         log_poll_interval=log_poll_interval,
+        streams=LiveStreams.of(settings),
     )
     for module in (health, dags, runs, tasks, tries, logs, pools, backfills):
         app.include_router(module.router)

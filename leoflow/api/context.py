@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 
 from leoflow.aio.waits import wait_set
 from leoflow.api.auth import Auth
+from leoflow.api.live_streams import LiveStreams
 from leoflow.settings import Settings
 from leoflow.store import Store
 
@@ -41,6 +42,13 @@ class ApiContext:
     # What web UI sessions are signed from when token_signing_key is unset (Lite's owner
     # token); None: a random key per process.
     session_seed: str | None = None
+    # The web UI's live streams: bounded, and ended at once when the server stops.
+    streams: LiveStreams = field(default_factory=LiveStreams)
+
+    def begin_closing(self) -> None:
+        """The server is stopping: long-lived streams end now."""
+        self.closing.set()
+        self.streams.close_all()
 
     async def pause(self, seconds: float) -> bool:
         """Wait ``seconds``, or less if the server starts shutting down; True if it has."""

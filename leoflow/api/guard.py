@@ -29,7 +29,10 @@ In order, each check answering with a JSON ``{"detail": ...}`` that names the se
    at most the limit is ever held in memory (see ``DISCARD_LIMIT`` for what happens
    to the rest).
 6. A JSON body is strict (422): no ``NaN``/``Infinity`` (Python's json accepts them)
-   and nesting bounded.
+   and nesting bounded; and every string and key in it, the path and every query
+   parameter are text a store can hold and a response can carry (400 naming the field:
+   no lone UTF-16 surrogate, no NUL, no percent-encoded bytes that are not UTF-8), so
+   no input is stored that would break the listings serving it.
 
 /healthz, /readyz and /metrics (GET/HEAD) are exempt from the Host check: kubelet
 probes and Prometheus address the pod by IP, so their ``Host`` is an IP no allow-list
@@ -55,6 +58,7 @@ from leoflow.api.hosts import (
     split_host,
 )
 from leoflow.api.strict_json import check_strict_json
+from leoflow.api.targets import unstorable_target
 from leoflow.settings import Settings
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
@@ -146,7 +150,9 @@ class RequestGuard:
         headers = _headers(scope)
         length_text = headers.get("content-length")
         chunked = "transfer-encoding" in headers
-        if length_text is not None and not length_text.strip().isdigit():
+        if length_text is not None and not (
+            length_text.isascii() and length_text.strip().isdigit()
+        ):
             await _answer(send, 400, f"Content-Length {length_text[:40]!r} is not a number", _CLOSE)
             return
         length = int(length_text) if length_text is not None else 0
@@ -169,6 +175,11 @@ class RequestGuard:
         if refused is not None:
             bearer = ((b"www-authenticate", b"Bearer"),) if refused is _NO_TOKEN else ()
             await _answer(send, 401, refused, (*bearer, *after))
+            return
+
+        refused = unstorable_target(scope)
+        if refused is not None:
+            await _answer(send, 400, refused, after)
             return
 
         if not has_body:
@@ -202,9 +213,9 @@ class RequestGuard:
             await _answer(send, 413, too_large, _CLOSE)
             return
         if not document:
-            problem = check_strict_json(body, self.settings.api_json_max_depth)
-            if problem is not None:
-                await _answer(send, 422, problem)
+            refusal = check_strict_json(body, self.settings.api_json_max_depth)
+            if refusal is not None:
+                await _answer(send, refusal.status, refusal.detail)
                 return
         await self.app(scope, _replay(body, receive), send)
 

@@ -10,16 +10,18 @@ over (the task instance moved past it or is no longer queued/running on it).
 
 from __future__ import annotations
 
-import asyncio
 import re
+import secrets
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Path, Query
 from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from leoflow.api.auth import Operator
 from leoflow.api.context import ApiContext, Ctx
+from leoflow.api.live_streams import Ticket
 from leoflow.api.lookup import task_or_404
 from leoflow.api.schemas import ErrorOut
 from leoflow.domain.states import TaskState
@@ -73,21 +75,23 @@ def try_is_over(ti: TaskInstanceRow | None, try_number: int) -> bool:
 
 
 async def _follow(
-    ctx: ApiContext, ti_pk: int, try_number: int, offset: int
+    ctx: ApiContext, ticket: Ticket, ti_pk: int, try_number: int, offset: int
 ) -> AsyncIterator[bytes]:
     store = ctx.store
-    while True:
-        # Read the state first: bytes written before the try ended are then all read below.
-        over = try_is_over(await store.get_task_instance(ti_pk), try_number)
+    try:
         while True:
-            data = await store.read_log(ti_pk, try_number, offset=offset, limit=READ_CHUNK)
-            if not data:
-                break
-            offset += len(data)
-            yield data
-        if over:
-            return
-        await asyncio.sleep(ctx.log_poll_interval)
+            # Read the state first: bytes written before the try ended are all read below.
+            over = try_is_over(await store.get_task_instance(ti_pk), try_number)
+            while True:
+                data = await store.read_log(ti_pk, try_number, offset=offset, limit=READ_CHUNK)
+                if not data:
+                    break
+                offset += len(data)
+                yield data
+            if over or await ticket.pause(ctx.log_poll_interval):
+                return
+    finally:
+        ctx.streams.release(ticket)
 
 
 async def _chunks(
@@ -137,10 +141,16 @@ async def get_log(
             f"task {task_id!r} has no try {try_number} (it has had {ti.try_number})",
         )
     if follow:
+        # A followed log is a live stream like the web UI's: within their total bound
+        # (its own key: a token is no browser session whose oldest tab may give way).
+        ticket = ctx.streams.open(f"follow:{secrets.token_hex(8)}")
+        if ticket is None:
+            raise HTTPException(503, ctx.streams.refusal(), headers={"Retry-After": "5"})
         return StreamingResponse(
-            _follow(ctx, ti.pk, try_number, offset or 0),
+            _follow(ctx, ticket, ti.pk, try_number, offset or 0),
             media_type=MEDIA_TYPE,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            background=BackgroundTask(ctx.streams.release, ticket),
         )
     size = await ctx.store.log_size(ti.pk, try_number)
     ranged = parse_range(range_header, size)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -12,6 +11,7 @@ from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.outputs import item_of
 from leoflow.domain.states import RunState, TaskState
+from leoflow.domain.stored_json import read_stored_json
 from leoflow.domain.task_instance import TaskInstance
 from leoflow.store.rows import DagRow, RunRow
 
@@ -291,9 +291,9 @@ def ti_out(row: TaskInstance) -> TaskInstanceOut:
     item = item_of(row.task_id) if row.map_item is not None else None
     return out.model_copy(
         update={
-            "output": json.loads(row.output) if row.output else None,
+            "output": read_stored_json(row.output, "output") if row.output else None,
             "map_index": item[1] if item is not None else None,
-            "map_item": json.loads(row.map_item) if row.map_item is not None else None,
+            "map_item": read_stored_json(row.map_item, "map item"),
         }
     )
 

@@ -24,6 +24,7 @@ from fastapi import FastAPI
 
 from leoflow.api.app import create_app
 from leoflow.api.auth import TOKENS_SETTING, Auth, TokensFileError
+from leoflow.api.connections import protocol_for
 from leoflow.api.context import ApiContext
 from leoflow.secrets import DirectorySecrets
 from leoflow.settings import Settings
@@ -109,7 +110,7 @@ class RunningApi:
         # Streams first (they would hold the graceful shutdown to its end), then uvicorn.
         ctx = getattr(getattr(self.server.config.app, "state", None), "leoflow", None)
         if isinstance(ctx, ApiContext):
-            ctx.closing.set()
+            ctx.begin_closing()
         self.server.should_exit = True
         try:
             async with asyncio.timeout(GRACEFUL_SHUTDOWN + 2):
@@ -141,8 +142,10 @@ async def start_server(app: FastAPI, host: str, port: int) -> RunningApi:
     """Serve ``app`` from the current loop; the socket is bound before this returns
     (port 0 picks a free port: see ``RunningApi.port``)."""
     sock = _bind(host, port)
+    ctx: ApiContext = app.state.leoflow
     config = uvicorn.Config(
         app,
+        http=protocol_for(ctx.settings),
         lifespan="off",
         log_level="warning",
         access_log=False,

@@ -32,9 +32,11 @@ MAX_DEPTH = 64
 MAX_NODES = 250_000
 
 # C0 controls but tab, newline and carriage return; DEL; the C1 block (U+0080-U+009F),
-# whose CSI (U+009B) many terminals honour like ESC [.
-_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_FORBIDDEN_IN_KEYS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# whose CSI (U+009B) many terminals honour like ESC [; lone UTF-16 surrogates, which
+# libyaml refuses in a "\ud800" escape but PyYAML's pure-Python scanner lets through,
+# and which no store or response can encode.
+_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_FORBIDDEN_IN_KEYS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"

@@ -80,9 +80,17 @@ def normalize_url(url: str) -> URL:
     raise StoreError(f"unsupported database URL {url!r}: use sqlite:/// or postgresql://")
 
 
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     # Take BEGIN out of the driver's hands: writes issue BEGIN IMMEDIATE themselves.
     dbapi_connection.isolation_level = None
+    # SQLite keeps whatever bytes a writer gave it; a row written straight into the file
+    # with bytes that are not UTF-8 would otherwise fail every query that reads it (a
+    # whole listing). It reads with U+FFFD in their place instead: shown, and marked.
+    dbapi_connection.text_factory = _lenient_text
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
     _use_wal(cursor)

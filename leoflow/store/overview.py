@@ -15,7 +15,6 @@ index serves (checked with EXPLAIN on PostgreSQL):
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from leoflow.domain.states import RunState, TaskState
+from leoflow.domain.stored_json import read_stored_conf
 from leoflow.store.base import StoreBase, chunks
 from leoflow.store.rows import DagRow, RunRow, TaskInstanceRow
 from leoflow.store.schema import dag_import_errors, dag_runs, dags, task_instances
@@ -34,7 +34,7 @@ _ti = task_instances.c
 
 
 def _as_run(r: Sequence[Any]) -> RunRow:
-    state, conf = RunState(r[3]), json.loads(r[6])
+    state, conf = RunState(r[3]), read_stored_conf(r[6])
     return RunRow(r[0], r[1], r[2], state, r[4], r[5], conf, r[7], r[8], r[9], r[10], r[11])
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from leoflow.domain.run_ids import GENERATED_ID_TRIES, generated_run_id
 from leoflow.domain.states import RunState, TaskState, check_run_transition
+from leoflow.domain.stored_json import read_stored_conf
 from leoflow.store.base import StoreBase, check_fields, narrowed, now, state_params, state_update
 from leoflow.store.errors import RunExists
 from leoflow.store.rows import RunRow, TaskInstanceRow, TaskSeed, task_instance_row
@@ -30,8 +31,8 @@ _run = dag_runs.c
 
 def _run_row(r: Sequence[Any]) -> RunRow:
     return RunRow(
-        r[0], r[1], r[2], RunState(r[3]), r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10],
-        r[11],
+        r[0], r[1], r[2], RunState(r[3]), r[4], r[5], read_stored_conf(r[6]), r[7], r[8], r[9],
+        r[10], r[11],
     )  # fmt: skip
 
 

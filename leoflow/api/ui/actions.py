@@ -53,7 +53,8 @@ class _Action(BaseModel):
 
 async def _body(request: Request) -> dict[str, Any]:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_ACTION_BODY:
+    digits = declared is not None and declared.isascii() and declared.isdigit()
+    if digits and int(declared or 0) > MAX_ACTION_BODY:
         raise HTTPException(413, f"the request body is over {MAX_ACTION_BODY} bytes")
     raw = b""
     async for chunk in request.stream():

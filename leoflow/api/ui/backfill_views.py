@@ -66,7 +66,7 @@ async def backfills_view(ctx: ApiContext, dag_id: str) -> dict[str, Any]:
 
 
 def parse_pk(raw: str) -> int:
-    if not raw.isdigit() or len(raw) > 18:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise HTTPException(404, f"no backfill {raw!r}")
     return int(raw)
 

@@ -1,6 +1,8 @@
 """The web UI's live updates: ``/ui/events`` streams a page's regions again
 whenever they change, as server-sent events, until the client goes or the server
-stops (then a ``closing`` event; the browser reconnects by itself)."""
+stops (then a ``closing`` event; the browser reconnects by itself). Streams are
+bounded (``leoflow/api/live_streams.py``): a session's oldest gives way to its newest
+(a ``superseded`` event: that tab stays still), and past the total a new one is 503."""
 
 from __future__ import annotations
 
@@ -16,14 +18,20 @@ from fastapi.responses import Response
 
 from leoflow.api.context import ApiContext
 from leoflow.api.ui import pages, session
-from leoflow.api.ui.respond import ctx_of, event_stream, page_context, sse
+from leoflow.api.ui.respond import (
+    ctx_of,
+    ended,
+    event_stream,
+    page_context,
+    sse,
+    too_many_streams,
+)
 from leoflow.domain.mapped_states import fold_items, with_items_folded
 
 log = logging.getLogger("leoflow.api.ui")
 
 router = APIRouter(include_in_schema=False)
 
-LIVE_INTERVAL = 1.0
 KEEPALIVE = 15.0
 
 
@@ -56,41 +64,52 @@ async def events(request: Request, path: Annotated[str, Query(max_length=2000)] 
     page, args = found
     query = dict(_parse_qs(parts.query))
 
-    async def stream() -> AsyncIterator[bytes]:
-        yield b"retry: 1500\n\n"
-        if s is None:
-            yield sse("login", {"url": "/login"})
-            return
-        yield sse("hello", {"csrf": s.csrf, "user": s.principal.name})
-        last = ""
-        quiet = 0.0
-        while True:
-            if await request.is_disconnected():
-                return
-            try:
-                payload = await _live_payload(ctx, s, page, args, query)
-            except HTTPException as exc:
-                yield sse("gone", {"status": exc.status_code, "detail": str(exc.detail)})
-                return
-            except Exception:  # a store hiccup: say so in the log, try again next tick
-                log.exception("the web UI could not render %s", path)
-                if await ctx.pause(LIVE_INTERVAL):
-                    return
-                continue
-            digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-            if digest != last:
-                last = digest
-                quiet = 0.0
-                yield sse("update", payload)
-            elif quiet >= KEEPALIVE:
-                quiet = 0.0
-                yield b": keepalive\n\n"
-            if await ctx.pause(LIVE_INTERVAL):
-                yield sse("closing", {})  # the browser reconnects to the next server
-                return
-            quiet += LIVE_INTERVAL
+    if s is None:
+        return event_stream(request, _to_login(), s)
+    ticket = ctx.streams.open(s.sid)
+    if ticket is None:
+        return too_many_streams(request, s)
 
-    return event_stream(request, stream(), s)
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            yield b"retry: 1500\n\n"
+            yield sse("hello", {"csrf": s.csrf, "user": s.principal.name})
+            last = ""
+            quiet = 0.0
+            while not await request.is_disconnected():
+                try:
+                    payload = await _live_payload(ctx, s, page, args, query)
+                except HTTPException as exc:
+                    yield sse("gone", {"status": exc.status_code, "detail": str(exc.detail)})
+                    return
+                except Exception:  # a store hiccup: say so in the log, try again next tick
+                    log.exception("the web UI could not render %s", path)
+                    payload = None
+                if payload is not None:
+                    text = json.dumps(payload, sort_keys=True).encode()
+                    digest = hashlib.sha256(text).hexdigest()
+                    if digest != last:
+                        last = digest
+                        quiet = 0.0
+                        yield sse("update", payload)
+                    elif quiet >= KEEPALIVE:
+                        quiet = 0.0
+                        yield b": keepalive\n\n"
+                # Many streams open: each ticks less often (the shared render budget).
+                interval = ctx.streams.interval()
+                if await ticket.pause(interval):
+                    yield ended(ticket)
+                    return
+                quiet += interval
+        finally:
+            ctx.streams.release(ticket)
+
+    return event_stream(request, stream(), s, ticket)
+
+
+async def _to_login() -> AsyncIterator[bytes]:
+    yield b"retry: 1500\n\n"
+    yield sse("login", {"url": "/login"})
 
 
 def _parse_qs(query: str) -> list[tuple[str, str]]:

@@ -16,7 +16,14 @@ from leoflow.api.logs import try_is_over
 from leoflow.api.lookup import task_or_404
 from leoflow.api.ui import session
 from leoflow.api.ui.ansi import AnsiRenderer, render_log
-from leoflow.api.ui.respond import ctx_of, event_stream, finish, sse
+from leoflow.api.ui.respond import (
+    ctx_of,
+    ended,
+    event_stream,
+    finish,
+    sse,
+    too_many_streams,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -92,28 +99,33 @@ async def log_stream(
     _, ti, _ = await task_or_404(ctx.store, which.dag, which.run, which.task)
     try_ = which.number
     resume = request.headers.get("last-event-id", "")
-    start = int(resume) if resume.isdigit() else offset
+    # ASCII digits only: "²" is a digit to isdigit() but not to int().
+    start = int(resume) if resume.isascii() and resume.isdigit() and len(resume) < 16 else offset
     store = ctx.store
+    ticket = ctx.streams.open(s.sid)
+    if ticket is None:
+        return too_many_streams(request, s)
 
     async def stream() -> AsyncIterator[bytes]:
-        yield b"retry: 1500\n\n"
-        position = start
-        renderer = AnsiRenderer()
-        while True:
-            if await request.is_disconnected():
-                return
-            over = try_is_over(await store.get_task_instance(ti.pk), try_)
-            while True:
-                data = await store.read_log(ti.pk, try_, offset=position, limit=LOG_PAGE)
-                if not data:
-                    break
-                position += len(data)
-                yield sse("log", {"html": renderer.feed(data)}, str(position))
-            if over:
-                yield sse("end", {"end": position}, str(position))
-                return
-            if await ctx.pause(ctx.log_poll_interval):
-                yield sse("closing", {})  # resumed from Last-Event-ID on reconnect
-                return
+        try:
+            yield b"retry: 1500\n\n"
+            position = start
+            renderer = AnsiRenderer()
+            while not await request.is_disconnected():
+                over = try_is_over(await store.get_task_instance(ti.pk), try_)
+                while True:
+                    data = await store.read_log(ti.pk, try_, offset=position, limit=LOG_PAGE)
+                    if not data:
+                        break
+                    position += len(data)
+                    yield sse("log", {"html": renderer.feed(data)}, str(position))
+                if over:
+                    yield sse("end", {"end": position}, str(position))
+                    return
+                if await ticket.pause(ctx.log_poll_interval):
+                    yield ended(ticket)  # closing: resumed from Last-Event-ID on reconnect
+                    return
+        finally:
+            ctx.streams.release(ticket)
 
-    return event_stream(request, stream(), s)
+    return event_stream(request, stream(), s, ticket)

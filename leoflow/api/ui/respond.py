@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from leoflow.api.context import ApiContext
+from leoflow.api.live_streams import Ticket
 from leoflow.api.ui import pages, session
 from leoflow.api.ui.present import Viewer
 
@@ -53,11 +55,36 @@ def sse(event: str, data: Any, event_id: str | None = None) -> bytes:
 
 
 def event_stream(
-    request: Request, stream: AsyncIterator[bytes], s: session.Session | None
+    request: Request,
+    stream: AsyncIterator[bytes],
+    s: session.Session | None,
+    ticket: Ticket | None = None,
 ) -> Response:
+    """``stream`` as server-sent events; ``ticket``, its place among the live streams,
+    is freed when the response ends, even if the stream never started."""
     response = StreamingResponse(
         stream,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        background=None
+        if ticket is None
+        else BackgroundTask(ctx_of(request).streams.release, ticket),
     )
     return finish(request, response, s)
+
+
+def too_many_streams(request: Request, s: session.Session | None) -> Response:
+    """The answer when the live streams' total bound is reached: the page retries."""
+    response = JSONResponse(
+        {"detail": ctx_of(request).streams.refusal()},
+        status_code=503,
+        headers={"Retry-After": "5", "Cache-Control": "no-store"},
+    )
+    return finish(request, response, s)
+
+
+def ended(ticket: Ticket) -> bytes:
+    """The event that tells the browser why its stream ends: ``superseded`` (a newer
+    stream of its session took the place: stay closed) or ``closing`` (the server
+    stops: reconnect)."""
+    return sse(ticket.why or "closing", {})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from importlib import resources
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from leoflow.api.ui import actions, live, log_routes, once, pages, session
 from leoflow.api.ui.moved import Redirect
 from leoflow.api.ui.present import Viewer
+from leoflow.api.ui.redirects import same_origin_path
 from leoflow.api.ui.respond import ctx_of, finish, page_context
 
 router = APIRouter(include_in_schema=False)
@@ -29,7 +30,9 @@ _STATIC = {
 
 
 def _login_redirect(request: Request) -> Response:
-    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    # The path re-encoded: ``next`` is checked as a link, whose spaces are encoded.
+    path = quote(request.url.path, safe="/")
+    target = path + (f"?{request.url.query}" if request.url.query else "")
     return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
 
 
@@ -56,7 +59,8 @@ async def _page(request: Request) -> Response:
     except HTTPException as exc:
         return _error_page(request, s, exc)
     except Redirect as moved:
-        return finish(request, RedirectResponse(moved.url, status_code=303), s)
+        target = same_origin_path(moved.url)
+        return finish(request, RedirectResponse(target, status_code=303), s)
     response = HTMLResponse(pages.render_page(page, context))
     response.headers["Cache-Control"] = "no-store"
     return finish(request, response, s)
@@ -82,16 +86,9 @@ async def login_page(request: Request, next: str = "/") -> Response:
     if not ctx.auth.enabled:
         return RedirectResponse("/", status_code=303)
     html = pages.ENV.get_template("login.html").render(
-        me=None, next=_safe_next(next), page_name="login"
+        me=None, next=same_origin_path(next), page_name="login"
     )
     return finish(request, HTMLResponse(html), None)
-
-
-def _safe_next(target: str) -> str:
-    parts = urlsplit(target)
-    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
-        return "/"
-    return target
 
 
 @router.get("/ui/static/{name}")

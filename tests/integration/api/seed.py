@@ -57,3 +57,12 @@ async def snapshot(store: Store) -> Any:
         [(t.pk, t.state, t.try_number, t.max_tries) for t in await store.list_task_instances()],
         [(p.name, p.slots, p.description) for p in await store.list_pools()],
     )
+
+
+async def seed_with_a_running_try(store: Store) -> None:
+    """``seed``, and run q's extract running its first try (a log to follow)."""
+    await seed(store)
+    run = await store.find_run("etl", "q")
+    assert run is not None
+    ti = next(t for t in await store.list_task_instances(run_pk=run.pk) if t.task_id == "extract")
+    await move(store, ti.pk, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING)

@@ -11,10 +11,9 @@ import httpx
 import pytest
 
 from leoflow.api import server
-from leoflow.domain.states import TaskState
 from leoflow.store import Store
 from tests.integration.api.conftest import make_settings
-from tests.integration.api.seed import move, seed
+from tests.integration.api.seed import seed_with_a_running_try
 from tests.integration.api.test_server import start_lite
 
 
@@ -27,11 +26,7 @@ async def _events(response: httpx.Response, seen: list[str]) -> None:
 async def test_open_ui_streams_end_when_lite_stops(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await seed(store)
-    run = await store.find_run("etl", "q")
-    assert run is not None
-    ti = next(t for t in await store.list_task_instances(run_pk=run.pk) if t.task_id == "extract")
-    await move(store, ti.pk, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING)
+    await seed_with_a_running_try(store)
     # A grace far longer than the waits below: a stream that held the shutdown
     # would fail the test, not slow it.
     monkeypatch.setattr(server, "GRACEFUL_SHUTDOWN", 3600)

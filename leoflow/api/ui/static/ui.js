@@ -366,6 +366,11 @@
         source.close();
       });
       source.addEventListener("update", (e) => this.apply(JSON.parse(e.data)));
+      // A newer stream of this session (another tab) took this one's place: stay still.
+      source.addEventListener("superseded", () => {
+        source.close();
+        this.status("paused (live in a newer tab; reload to resume)", false);
+      });
       source.addEventListener("error", () => {
         this.status("reconnecting…", false);
         // The browser retries by itself unless the server answered an error: then we do.
@@ -462,6 +467,10 @@
         this.end = Number(e.lastEventId || this.end);
         if (stick) text.scrollTop = text.scrollHeight;
         $("#log-status").textContent = `${this.end} bytes. Following live…`;
+      });
+      this.source.addEventListener("superseded", () => {
+        this.source.close(); this.source = null;
+        $("#log-status").textContent = `${this.end} bytes. Paused: followed in a newer tab.`;
       });
       this.source.addEventListener("end", () => {
         this.source.close(); this.source = null;
