@@ -5,7 +5,7 @@ import warnings
 
 from leoflow.protocol.leoflow.agent.v1 import agent_pb2 as leoflow_dot_protocol_dot_leoflow_dot_agent_dot_v1_dot_agent__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
