@@ -24,6 +24,7 @@ from leoflow.commands.http import api_command as _run
 from leoflow.commands.http import call as _call
 from leoflow.commands.http import client as _client
 from leoflow.commands.http import print_json as _print_json
+from leoflow.domain.timebounds import OutOfRange, check_moment
 
 POLL_SECONDS = 1.0
 
@@ -52,6 +53,10 @@ def _instant(text: str, flag: str) -> str:
         moment = datetime.fromisoformat(text)
     except ValueError as exc:
         raise ApiError(f"{flag} {text!r} is not an ISO 8601 date or time") from exc
+    try:
+        check_moment(moment)
+    except OutOfRange as exc:
+        raise ApiError(f"{flag}: {exc}") from exc
     return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).isoformat()
 
 

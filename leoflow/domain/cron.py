@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from leoflow.domain.timebounds import EARLIEST, LATEST
+
 _ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -183,17 +185,27 @@ class CronSchedule:
         return True
 
     def next_after(self, moment: datetime) -> datetime | None:
-        """The first fire time strictly after ``moment`` (aware), in UTC; None if none."""
-        if self.hours == _EVERY_HOUR:
-            return self._next_elapsed(moment)
-        return self._next_wall_clock(moment)
+        """The first fire time strictly after ``moment`` (aware), in UTC; None if none.
+
+        Only fire times in [EARLIEST, LATEST) exist (``leoflow.domain.timebounds``):
+        a search never leaves datetime's range, whatever the moment or the zone.
+        """
+        if moment >= LATEST:
+            return None
+        moment = max(moment, EARLIEST - timedelta(microseconds=1))
+        fire = (
+            self._next_elapsed(moment)
+            if self.hours == _EVERY_HOUR
+            else self._next_wall_clock(moment)
+        )
+        return fire if fire is not None and fire < LATEST else None
 
     def _next_elapsed(self, moment: datetime) -> datetime | None:
         # Walk real minutes, reading each on the local clock: both passes of a
         # repeated hour are real time, and a skipped hour is simply not there.
         zone = ZoneInfo(self.timezone)
         now = moment.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        limit = now + timedelta(days=_HORIZON_DAYS)
+        limit = now + min(timedelta(days=_HORIZON_DAYS), LATEST - now)
         while now < limit:
             local = now.astimezone(zone)
             if local.month not in self.months or not self._day_matches(local):
@@ -212,7 +224,9 @@ class CronSchedule:
         zone = ZoneInfo(self.timezone)
         local = moment.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
         local += timedelta(minutes=1)
-        limit = local + timedelta(days=_HORIZON_DAYS)
+        # LATEST read as a wall clock: a day early, so no zone's offset passes it.
+        last = (LATEST - timedelta(days=1)).replace(tzinfo=None)
+        limit = local + min(timedelta(days=_HORIZON_DAYS), last - local)
         while local < limit:
             if local.month not in self.months:
                 year, month = (

@@ -8,6 +8,7 @@ from itertools import islice, takewhile
 
 from leoflow.domain.cron import CronSchedule
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.timebounds import EARLIEST, EARLIEST_STAMP, LATEST_STAMP
 
 MAX_CATCHUP_RUNS = 1000
 
@@ -46,7 +47,7 @@ def due_runs(
         # Only the latest fire time matters; start close to now so a minutely
         # cron after a long outage does not walk every missed minute.
         recent = max(base, now - 86400)
-        first = cron.next_after(_utc(recent))
+        first = cron.next_after(clamped_utc(recent))
         origin = recent if first is not None and first.timestamp() <= now else base
         latest = _fires(cron, origin, now, limit=None)
         return latest[-1:]
@@ -69,12 +70,17 @@ def _after(cron: CronSchedule, moment: datetime) -> Iterator[datetime]:
 
 
 def _fires(cron: CronSchedule, base: float, now: float, limit: int | None) -> list[float]:
-    due = takewhile(lambda fire: fire.timestamp() <= now, _after(cron, _utc(base)))
+    due = takewhile(lambda fire: fire.timestamp() <= now, _after(cron, clamped_utc(base)))
     return [fire.timestamp() for fire in islice(due, limit)]
 
 
-def _utc(moment: float) -> datetime:
-    return datetime.fromtimestamp(moment, UTC)
+def clamped_utc(moment: float) -> datetime:
+    """A UNIX time as UTC, read as the nearer end of [EARLIEST, LATEST) when outside."""
+    # No fire exists outside [EARLIEST, LATEST): a moment beyond either end reads as
+    # that end, so no instant a store or a clock holds leaves datetime's range.
+    if moment != moment:  # NaN: nothing is after it
+        moment = LATEST_STAMP
+    return datetime.fromtimestamp(min(max(moment, EARLIEST_STAMP - 1), LATEST_STAMP), UTC)
 
 
 def next_fires(spec: DagSpec, after: datetime, count: int) -> list[datetime]:
@@ -85,6 +91,6 @@ def next_fires(spec: DagSpec, after: datetime, count: int) -> list[datetime]:
         return []
     moment = after
     start = _start(spec)
-    if start is not None:
+    if start is not None and start > EARLIEST:
         moment = max(moment, start - timedelta(microseconds=1))  # a fire at start_date runs
     return list(islice(_after(cron, moment), max(count, 0)))
