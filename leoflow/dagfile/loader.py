@@ -8,22 +8,24 @@ others down.
 
 from __future__ import annotations
 
+import os
 import stat
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from leoflow.dagfile.cycles import cycle_text, find_cycle
 from leoflow.dagfile.notify_secrets import missing_webhook_secrets
+from leoflow.dagfile.walk import list_folder, refusal
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
 from leoflow.domain.mapping import map_problems
 from leoflow.domain.printable import printable
 
-DAG_FILE_SUFFIXES = (".yaml", ".yml")
 PASSTHROUGH_SETTING = "taskPodPassthrough (LEOFLOW_TASK_POD_PASSTHROUGH)"
 
 
@@ -58,6 +60,9 @@ class LoadOptions:
     """
 
     known_pools: Collection[str] | None = None
+    # The slots of the pools known here: a task needing more than its pool has would
+    # wait for ever, so it is said at load (None or a pool not in it: not checked).
+    pool_sizes: Mapping[str, int] | None = None
     passthrough: Collection[str] | None = None
     # Reads a ``dbt:`` section's project (leoflow.dbt.project.expander); None refuses one.
     dbt: DbtExpander | None = None
@@ -72,6 +77,7 @@ def load_options(
     task_pod_passthrough: Collection[str],
     *,
     known_pools: Collection[str] | None = None,
+    pool_sizes: Mapping[str, int] | None = None,
     dbt: DbtExpander | None = None,
     known_secrets: Collection[str] | None = None,
     secrets_where: str = "the secrets backend",
@@ -81,6 +87,7 @@ def load_options(
     applies only where tasks run as pods, i.e. with the kubernetes executor."""
     return LoadOptions(
         known_pools=known_pools,
+        pool_sizes=pool_sizes,
         passthrough=task_pod_passthrough if executor == "kubernetes" else None,
         dbt=dbt,
         known_secrets=known_secrets,
@@ -127,42 +134,6 @@ def _parse(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
     return document.value, document.lines
 
 
-def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
-    """One dependency cycle as a path that ends where it starts, or None.
-
-    Iterative depth-first search: a valid 10,000-task chain is as deep as the
-    walk gets, far beyond Python's recursion limit.
-    """
-    state: dict[str, int] = {}  # 1 on the current path, 2 done
-    for root in sorted(graph):
-        if root in state:
-            continue
-        path = [root]
-        state[root] = 1
-        pending = [iter(graph.get(root, ()))]
-        while pending:
-            for upstream in pending[-1]:
-                mark = state.get(upstream)
-                if mark == 1:
-                    return [*path[path.index(upstream) :], upstream]
-                if mark is None:
-                    state[upstream] = 1
-                    path.append(upstream)
-                    pending.append(iter(graph.get(upstream, ())))
-                    break
-            else:
-                pending.pop()
-                state[path.pop()] = 2
-    return None
-
-
-def _cycle_text(cycle: list[str]) -> str:
-    names = list(reversed(cycle))
-    if len(names) > 12:  # a 10,000-task cycle is one line, not 10,000 names
-        names = [*names[:5], f"... {len(names) - 11} more ...", *names[-6:]]
-    return " -> ".join(names)
-
-
 def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[str, ...], str]]:
     problems: list[tuple[tuple[str, ...], str]] = []
     known = sorted(spec.tasks)
@@ -184,6 +155,16 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
             pools = ", ".join(sorted({DEFAULT_POOL, *known_pools}))
             problems.append(
                 (("tasks", task_id, "pool"), f"unknown pool {task.pool!r} (pools: {pools})")
+            )
+        size = (options.pool_sizes or {}).get(task.pool)
+        if size is not None and task.pool_slots > size:
+            problems.append(
+                (
+                    ("tasks", task_id, "pool_slots"),
+                    f"task {task_id!r} needs {task.pool_slots} slots of pool {task.pool!r}, "
+                    f"which has {size} in all, so it could never run; grow the pool "
+                    f"(leoflow pools set {task.pool} {task.pool_slots}) or lower pool_slots",
+                )
             )
         if options.passthrough is not None:
             allowed = set(options.passthrough)
@@ -208,12 +189,12 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
                         )
                     )
     if not any(p[0][2:3] == ("depends_on",) for p in problems):
-        cycle = _find_cycle({t: s.depends_on for t, s in spec.tasks.items()})
+        cycle = find_cycle({t: s.depends_on for t, s in spec.tasks.items()})
         if cycle:
             problems.append(
                 (
                     ("tasks", cycle[0], "depends_on"),
-                    f"dependency cycle: {_cycle_text(cycle)}"
+                    f"dependency cycle: {cycle_text(cycle)}"
                     " (each task would have to run before the next)",
                 )
             )
@@ -313,23 +294,45 @@ def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> Da
     return spec
 
 
+class DagFileGone(DagFileError):
+    """The file vanished between the folder's listing and its reading: not an error of
+    the folder, it is simply not there this pass."""
+
+
 def load_dag_file(path: Path, options: LoadOptions = LoadOptions()) -> LoadedDag:
-    # At most one byte past the limit is read, so a huge file costs nothing; a FIFO or
-    # a device under a .yaml name is refused instead of blocking the folder scan.
+    text = read_dag_text(path)
+    return LoadedDag(spec=parse_dag(text, path, options), path=path, source=text)
+
+
+def read_dag_text(path: Path) -> str:
+    """The file's text, or DagFileError. At most one byte past the limit is read, so a
+    huge file costs nothing. It is opened without blocking and checked once open: a
+    FIFO, a socket or a device under a .yaml name (or swapped in after a listing saw a
+    regular file) is refused, never waited on."""
     limit = MAX_DOCUMENT_CHARS
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise DagFileError(path, [Problem("", "not a regular file")])
-        with path.open("rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise DagFileGone(path, [Problem("", "no such file")]) from exc
+    except OSError as exc:
+        raise DagFileError(path, [Problem("", f"cannot read file: {exc}")]) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise DagFileError(path, [Problem("", refusal(mode, path.is_symlink()))])
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
             data = handle.read(limit + 1)
         if len(data) > limit:
             raise DagFileError(
                 path, [Problem("", f"the file is larger than {limit:,} bytes, the limit")]
             )
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DagFileError(path, [Problem("", f"cannot read file: {exc}")]) from exc
-    return LoadedDag(spec=parse_dag(text, path, options), path=path, source=text)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _load_one(path: Path, options: LoadOptions) -> LoadedDag:
@@ -347,28 +350,27 @@ def _load_one(path: Path, options: LoadOptions) -> LoadedDag:
 
 
 def dag_files(folder: Path) -> list[Path]:
-    if folder.is_file():
-        return [folder]
     # A dbt project beside its DAG file is full of YAML that is dbt's, not DAGs.
-    projects = {p.parent for p in folder.rglob("dbt_project.yml")}
-    return sorted(
-        p
-        for p in folder.rglob("*")
-        if p.suffix in DAG_FILE_SUFFIXES
-        and p.is_file()
-        and not any(parent in projects for parent in p.parents)
-    )
+    return list_folder(folder).dag_files()
 
 
 def load_dag_folder(folder: Path, options: LoadOptions = LoadOptions()) -> FolderLoad:
-    """Load every DAG file below ``folder``; bad files land in ``errors``, not in the way."""
+    """Load every DAG file below ``folder``; bad files land in ``errors``, not in the way.
+
+    Files that vanish while it reads are skipped; entries named like DAG files that are
+    not regular files (``leoflow.dagfile.walk``) are errors, never opened."""
     result = FolderLoad()
     if not folder.exists():
         result.errors.append(DagFileError(folder, [Problem("", "no such file or directory")]))
         return result
-    for path in dag_files(folder):
+    listing = list_folder(folder)
+    for path, why in sorted(listing.refused_files().items()):
+        result.errors.append(DagFileError(path, [Problem("", why)]))
+    for path in listing.dag_files():
         try:
             loaded = _load_one(path, options)
+        except DagFileGone:
+            continue
         except DagFileError as exc:
             result.errors.append(exc)
             continue

@@ -35,6 +35,7 @@ _QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\
 
 DEFAULT_POOL = "default_pool"
 
+
 def _bounded_duration(value: object) -> float:
     return parse_duration(value, MAX_DURATION_SECONDS)
 

@@ -26,6 +26,7 @@ RETRY_AFTER = 60.0
 # Not one DAG's fault: the caller's loop must see these.
 PASS_THROUGH: tuple[type[BaseException], ...] = (StaleEpoch, StoreUnavailable)
 
+_PREFIX = "the scheduler could not"
 DAG_FAULTS = counter(
     "leoflow_scheduler_dag_faults_total",
     "Failures while handling one DAG (its schedule, its runs' creation), by step",
@@ -39,6 +40,9 @@ class DagFaults:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._said: dict[str, str] = {}  # dag_id -> the failure last logged and recorded
+        # Files whose error an earlier process recorded here: cleared once their DAG
+        # passes (None: not read yet, once per process).
+        self._earlier: set[str] | None = None
 
     def failing(self, dag_id: str) -> bool:
         return dag_id in self._said
@@ -54,12 +58,24 @@ class DagFaults:
             return False
         if dag_id in self._said:
             await self._recovered(dag_id)
+        elif self._earlier is None or self._earlier:
+            await self._clear_earlier(dag_id)
         return True
+
+    async def _clear_earlier(self, dag_id: str) -> None:
+        if self._earlier is None:
+            errors = await self.store.list_dag_errors()
+            self._earlier = {f for f, text in errors if text.startswith(_PREFIX)}
+        if self._earlier:
+            row = await self.store.get_dag(dag_id)
+            if row is not None and row.fileloc in self._earlier:
+                self._earlier.discard(row.fileloc)
+                await self.store.set_dag_error(row.fileloc, None)
 
     async def _failed(self, dag_id: str, step: str, exc: Exception) -> None:
         DAG_FAULTS.labels(step=step).inc()
         text = (
-            f"the scheduler could not {step} ({type(exc).__name__}: {exc}); no run of this "
+            f"{_PREFIX} {step} ({type(exc).__name__}: {exc}); no run of this "
             f"DAG is created until that is fixed (tried again every {RETRY_AFTER:.0f}s); "
             "other DAGs keep running"
         )

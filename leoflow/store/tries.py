@@ -88,9 +88,9 @@ class TryRecords(StoreBase):
             (moved_on, TaskState.UP_FOR_RETRY.value),
             else_=_ti.state,
         )
-        from_row = sa.select(
-            _ti.pk, _ti.try_number, ended, *(_ti[key] for key in TRY_FACTS)
-        ).where(_ti.pk == sa.bindparam("b_pk"), _ti.try_number >= 1)
+        from_row = sa.select(_ti.pk, _ti.try_number, ended, *(_ti[key] for key in TRY_FACTS)).where(
+            _ti.pk == sa.bindparam("b_pk"), _ti.try_number >= 1
+        )
         self._keep_try_of_row = (
             self._insert(task_tries).from_select(columns, from_row).on_conflict_do_nothing()
         )
