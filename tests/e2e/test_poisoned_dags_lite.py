@@ -47,22 +47,30 @@ def _stop(proc: object) -> None:
     proc.wait(30)
 
 
+def _good_ran(home: Path, times: int) -> None:
+    """Until the good DAG has more than ``times`` successful runs."""
+    sql = "select count(*) from dag_runs where dag_id='good' and state='success'"
+    _wait(lambda: _query(home, sql)[0][0] > times, f"run {times + 1} of the good DAG", 120)
+
+
+def _folder(tmp_path: Path) -> Path:
+    """The poisoned files and a good minutely DAG, side by side."""
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    files = {**POISON, "good.yaml": _cron_dag("good", "  a: {command: 'echo fine'}\n")}
+    for name, text in files.items():
+        body = text if "tasks:" in text else text + "tasks:\n  a: {command: 'true'}\n"
+        (folder / name).write_text(body)
+    return folder
+
+
 def test_poisoned_dags_leave_lite_and_the_good_dag_running_across_a_restart(
     lite: StartLite,  # noqa: F811 - the fixture imported above
     home: Path,
     tmp_path: Path,
 ) -> None:
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    (folder / "good.yaml").write_text(_cron_dag("good", "  a: {command: 'echo fine'}\n"))
-    for name, text in POISON.items():
-        body = text if "tasks:" in text else text + "tasks:\n  a: {command: 'true'}\n"
-        (folder / name).write_text(body)
-    proc = lite(folder)
-    _wait(
-        lambda: ("success",) in _query(home, "select state from dag_runs where dag_id='good'"),
-        "a run of the good DAG",
-    )
+    proc = lite(folder := _folder(tmp_path))
+    _good_ran(home, 0)
     out = tmp_path / "lite-0.out"
     assert proc.poll() is None, out.read_text()[-3000:]
     errors = dict(_query(home, "select fileloc, error from dag_import_errors"))
@@ -90,17 +98,9 @@ def test_poisoned_dags_leave_lite_and_the_good_dag_running_across_a_restart(
         json.dumps(poisoned),
         time.time(),
     )
-    before = len(_query(home, "select 1 from dag_runs where dag_id='good'"))
+    (before,) = _query(home, "select count(*) from dag_runs where dag_id='good'")[0]
     proc = lite(folder)
-    # The good DAG is a minutely catchup: the restart owes it a run within a minute.
-    _wait(
-        lambda: (
-            len(_query(home, "select 1 from dag_runs where dag_id='good' and state='success'"))
-            > before
-        ),
-        "a run of the good DAG after the restart",
-        timeout=120,
-    )
+    _good_ran(home, before)  # a minutely catchup: the restart owes it a run within a minute
     assert proc.poll() is None, (tmp_path / "lite-1.out").read_text()[-3000:]
     assert _query(home, "select count(*) from dag_runs where dag_id='stored'") == [(0,)]
     assert "stored spec of DAG stored does not load" in (tmp_path / "lite-1.out").read_text()
