@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,32 @@ async def test_a_run_the_store_refuses_is_that_dags_error(
     assert await _dates(store, "huge") == []
     (error,) = [e for f, e in await store.list_dag_errors() if f == "huge.yaml"]
     assert "could not schedule it or create its runs" in error
+
+
+async def test_a_mapped_task_whose_expansion_raises_fails_alone(
+    make_scheduler: SchedulerFactory, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import leoflow.scheduler.mapping as mapping
+
+    real = mapping.plan_expansion
+
+    def plan(task: Any, *args: Any) -> Any:
+        if task.env.get("POISON"):
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(task, *args)
+
+    monkeypatch.setattr(mapping, "plan_expansion", plan)
+    mapped = "tasks: {each: {command: 'true', map_over: [1, 2], env: {POISON: '%s'}}}\n"
+    bad, good = dag("dag_id: bad\n" + mapped % "1"), dag("dag_id: good\n" + mapped % "")
+    scheduler = await make_scheduler(bad, good)
+    await scheduler.start()
+    bad_run = await scheduler.trigger("bad")
+    assert (await scheduler.wait_run(bad_run.pk)).state is RunState.FAILED
+    (each,) = await store.list_task_instances(run_pk=bad_run.pk)
+    assert each.reason == "map_failed"
+    assert each.message == (
+        "map_over: making the items failed (RecursionError: maximum recursion depth exceeded)"
+    )
+    good_run = await scheduler.trigger("good")
+    assert (await scheduler.wait_run(good_run.pk)).state is RunState.SUCCESS
+    assert scheduler.failure is None
