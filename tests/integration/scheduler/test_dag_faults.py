@@ -97,8 +97,7 @@ async def test_a_mapped_task_whose_expansion_raises_fails_alone(
     make_scheduler: SchedulerFactory, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import leoflow.scheduler.mapping as mapping
-
-    real = mapping.plan_expansion
+    from leoflow.domain.mapping import plan_expansion as real
 
     def plan(task: Any, *args: Any) -> Any:
         if task.env.get("POISON"):
