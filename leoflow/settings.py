@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from leoflow.domain.timebounds import INT32_MAX, MAX_DURATION_SECONDS
 from leoflow.settings_env import NoDecode, environment_values
 
 PASSTHROUGH_FIELDS = (
@@ -42,7 +43,7 @@ class SettingsError(Exception):
 
 
 class TaskPodSecurity(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     run_as_non_root: bool = True
     read_only_root_filesystem: bool = False
@@ -50,7 +51,7 @@ class TaskPodSecurity(BaseModel):
 
 
 class LeaderElection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     lease_name: str = "leoflow-scheduler"
     lease_duration: float = Field(15.0, gt=0)
@@ -66,7 +67,7 @@ class Settings(BaseModel):
     """All of Leoflow's configuration, validated once at start (``load_settings``)."""
 
     # Built when first validated: `leoflow run` validates it once, early.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     # --- common
     home: Path = Field(default_factory=_default_home)
@@ -76,9 +77,9 @@ class Settings(BaseModel):
     log_level: str = "INFO"
 
     # --- admission
-    parallelism: int = Field(32, gt=0)
-    default_pool_slots: int = Field(128, gt=0)
-    pools: dict[str, int] = Field(default_factory=dict)
+    parallelism: int = Field(32, gt=0, le=INT32_MAX)
+    default_pool_slots: int = Field(128, gt=0, le=INT32_MAX)
+    pools: dict[str, Annotated[int, Field(ge=0, le=INT32_MAX)]] = Field(default_factory=dict)
 
     # --- scheduler
     executor: Literal["subprocess", "agent", "kubernetes", "docker"] = "agent"
@@ -86,12 +87,12 @@ class Settings(BaseModel):
     task_user: str | None = None
     # Lite run as root: each running task its own uid from this range (START-END).
     task_uids: str | None = None
-    scheduler_poll_interval: float = Field(1.0, gt=0)
-    heartbeat_interval: float = Field(5.0, gt=0)
-    heartbeat_timeout: float = Field(60.0, gt=0)
+    scheduler_poll_interval: float = Field(1.0, gt=0, le=MAX_DURATION_SECONDS)
+    heartbeat_interval: float = Field(5.0, gt=0, le=MAX_DURATION_SECONDS)
+    heartbeat_timeout: float = Field(60.0, gt=0, le=MAX_DURATION_SECONDS)
     catchup: bool = False
     # Catchup keeps at most this many runs of one DAG queued; the rest follow as they start.
-    max_catchup_runs: int = Field(100, gt=0)
+    max_catchup_runs: int = Field(100, gt=0, le=1_000_000)
     # Finished runs older than this (a duration: 30d, 12h) are deleted with their task
     # instances, logs and tickets by the scheduler, in small batches; unset (the
     # default, as in Airflow and Argo) keeps everything. See `leoflow db prune`.
@@ -101,7 +102,7 @@ class Settings(BaseModel):
     agent_listen: str = "127.0.0.1:0"
     agent_endpoint: str | None = None
     token_signing_key: str | None = None
-    ticket_ttl: float = Field(600.0, gt=0)
+    ticket_ttl: float = Field(600.0, gt=0, le=MAX_DURATION_SECONDS)
     secrets_dir: Path | None = None
     # TLS on the agent endpoint: the server's certificate and key (PEM files, re-read
     # when they change); unset, the endpoint is plaintext (Lite on loopback).
@@ -264,7 +265,7 @@ class Settings(BaseModel):
 
         if value is None or (isinstance(value, str) and value.strip().lower() in ("", "off")):
             return None
-        seconds = parse_duration(value)
+        seconds = parse_duration(value, MAX_DURATION_SECONDS * 10)
         if seconds <= 0:
             raise ValueError("expected a duration > 0 such as 30d, or off")
         return seconds

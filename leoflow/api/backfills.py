@@ -12,13 +12,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
 from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, spec_of
 from leoflow.api.schemas import ErrorOut, RunOut, _In, _Out, run_out, ts
 from leoflow.domain.backfill import BackfillError, plan_backfill, range_bound, select_points
+from leoflow.domain.timebounds import OutOfRange, check_moment
 from leoflow.store.backfill_pages import (
     backfill_points_with_runs,
     progress_of,
@@ -62,6 +63,15 @@ class BackfillIn(_In):
     reprocess_failed: bool = False
     max_active_runs: int | None = Field(None, ge=1, le=1000)
     dry_run: bool = False
+
+    @field_validator("start", "end")
+    @classmethod
+    def _within_span(cls, value: datetime) -> datetime:
+        # A date a schedule cannot reason about is the request's fault, said per field.
+        try:
+            return check_moment(value)
+        except OutOfRange as exc:
+            raise ValueError(str(exc)) from None
 
 
 class ProgressOut(_Out):

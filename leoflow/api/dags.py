@@ -89,7 +89,8 @@ async def apply_dag(
         return _invalid(file, [problem])
     settings = ctx.settings
     store = ctx.store
-    known_pools = {p.name for p in await store.list_pools()} | set(settings.pools)
+    sizes = {**settings.pools, **{p.name: p.slots for p in await store.list_pools()}}
+    known_pools = set(sizes)
     known_secrets = None
     if ctx.secret_names is not None:
         known_secrets = await asyncio.to_thread(ctx.secret_names)
@@ -97,6 +98,7 @@ async def apply_dag(
         settings.executor,
         settings.task_pod_passthrough,
         known_pools=known_pools,
+        pool_sizes=sizes,
         known_secrets=known_secrets,
         secrets_where=ctx.secrets_where,
     )

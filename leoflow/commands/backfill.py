@@ -24,6 +24,7 @@ from leoflow.commands.http import api_command as _run
 from leoflow.commands.http import call as _call
 from leoflow.commands.http import client as _client
 from leoflow.commands.http import print_json as _print_json
+from leoflow.domain.timebounds import OutOfRange, check_moment
 from leoflow.domain.words import plural
 
 POLL_SECONDS = 1.0
@@ -55,6 +56,10 @@ def _instant(text: str, flag: str) -> str:
     moment = range_bound(text, end=flag == "--to")
     if not isinstance(moment, datetime):
         raise ApiError(f"{flag} {text!r} is not an ISO 8601 date or time")
+    try:
+        check_moment(moment)
+    except OutOfRange as exc:
+        raise ApiError(f"{flag}: {exc}") from exc
     return moment.isoformat()
 
 

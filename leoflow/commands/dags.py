@@ -135,7 +135,12 @@ def cmd_next(args: argparse.Namespace) -> int:
         zone_name = f"{local:%Z}"
         print(f"{local:%Y-%m-%d %H:%M %a} {zone_name:<5} ({local:%z})   {fire:%Y-%m-%d %H:%M} UTC")
     if len(fires) < args.n:
-        print(f"(no further fire times in the next years: {len(fires)} of {args.n})")
+        from leoflow.domain.timebounds import LATEST
+
+        print(
+            f"(no further fire times in the next years: {len(fires)} of {args.n}; "
+            f"Leoflow schedules nothing at or after {LATEST:%Y-%m-%d} UTC)"
+        )
     return EXIT_OK
 
 

@@ -8,8 +8,9 @@ others down.
 
 from __future__ import annotations
 
+import os
 import stat
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from leoflow.dagfile.cycles import cycle_text, find_cycle
-from leoflow.dagfile.dbt_owned import is_dbt_file
 from leoflow.dagfile.hints import did_you_mean, unknown_upstreams
 from leoflow.dagfile.notify_secrets import missing_webhook_secrets
+from leoflow.dagfile.walk import list_folder, refusal
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
 from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
 from leoflow.domain.mapping import map_problems
 from leoflow.domain.printable import printable
 
-DAG_FILE_SUFFIXES = (".yaml", ".yml")
 PASSTHROUGH_SETTING = "taskPodPassthrough (LEOFLOW_TASK_POD_PASSTHROUGH)"
 
 
@@ -62,6 +62,9 @@ class LoadOptions:
     """
 
     known_pools: Collection[str] | None = None
+    # The slots of the pools known here: a task needing more than its pool has would
+    # wait for ever, so it is said at load (None or a pool not in it: not checked).
+    pool_sizes: Mapping[str, int] | None = None
     passthrough: Collection[str] | None = None
     # Reads a ``dbt:`` section's project (leoflow.dbt.project.expander); None refuses one.
     dbt: DbtExpander | None = None
@@ -76,6 +79,7 @@ def load_options(
     task_pod_passthrough: Collection[str],
     *,
     known_pools: Collection[str] | None = None,
+    pool_sizes: Mapping[str, int] | None = None,
     dbt: DbtExpander | None = None,
     known_secrets: Collection[str] | None = None,
     secrets_where: str = "the secrets backend",
@@ -85,6 +89,7 @@ def load_options(
     applies only where tasks run as pods, i.e. with the kubernetes executor."""
     return LoadOptions(
         known_pools=known_pools,
+        pool_sizes=pool_sizes,
         passthrough=task_pod_passthrough if executor == "kubernetes" else None,
         dbt=dbt,
         known_secrets=known_secrets,
@@ -180,6 +185,18 @@ def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[
                         f"unknown task {upstream!r} (tasks in this DAG: {', '.join(known)})",
                     )
                 )
+        size = (options.pool_sizes or {}).get(task.pool)
+        if size is None and task.pool in spec.pools:  # declared here, made if absent
+            size = spec.pools[task.pool].slots
+        if size is not None and task.pool_slots > size:
+            problems.append(
+                (
+                    ("tasks", task_id, "pool_slots"),
+                    f"task {task_id!r} needs {task.pool_slots} slots of pool {task.pool!r}, "
+                    f"which has {size} in all, so it could never run; grow the pool "
+                    f"(leoflow pools set {task.pool} {task.pool_slots}) or lower pool_slots",
+                )
+            )
         if options.passthrough is not None:
             allowed = set(options.passthrough)
             for name in task.execution.declared():
@@ -317,23 +334,45 @@ def _validate(
     return spec
 
 
+class DagFileGone(DagFileError):
+    """The file vanished between the folder's listing and its reading: not an error of
+    the folder, it is simply not there this pass."""
+
+
 def load_dag_file(path: Path, options: LoadOptions = LoadOptions()) -> LoadedDag:
-    # At most one byte past the limit is read, so a huge file costs nothing; a FIFO or
-    # a device under a .yaml name is refused instead of blocking the folder scan.
+    text = read_dag_text(path)
+    return LoadedDag(spec=parse_dag(text, path, options), path=path, source=text)
+
+
+def read_dag_text(path: Path) -> str:
+    """The file's text, or DagFileError. At most one byte past the limit is read, so a
+    huge file costs nothing. It is opened without blocking and checked once open: a
+    FIFO, a socket or a device under a .yaml name (or swapped in after a listing saw a
+    regular file) is refused, never waited on."""
     limit = MAX_DOCUMENT_CHARS
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise DagFileError(path, [Problem("", "not a regular file")])
-        with path.open("rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise DagFileGone(path, [Problem("", "no such file")]) from exc
+    except OSError as exc:
+        raise DagFileError(path, [Problem("", f"cannot read file: {exc}")]) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise DagFileError(path, [Problem("", refusal(mode, path.is_symlink()))])
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
             data = handle.read(limit + 1)
         if len(data) > limit:
             raise DagFileError(
                 path, [Problem("", f"the file is larger than {limit:,} bytes, the limit")]
             )
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DagFileError(path, [Problem("", f"cannot read file: {exc}")]) from exc
-    return LoadedDag(spec=parse_dag(text, path, options), path=path, source=text)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _load_one(path: Path, options: LoadOptions) -> LoadedDag:
@@ -351,26 +390,27 @@ def _load_one(path: Path, options: LoadOptions) -> LoadedDag:
 
 
 def dag_files(folder: Path) -> list[Path]:
-    if folder.is_file():
-        return [folder]
     # A dbt project beside its DAG file is full of YAML that is dbt's, not DAGs.
-    projects = {p.parent for p in folder.rglob("dbt_project.yml")}
-    return sorted(
-        p
-        for p in folder.rglob("*")
-        if p.suffix in DAG_FILE_SUFFIXES and p.is_file() and not is_dbt_file(p, projects)
-    )
+    return list_folder(folder).dag_files()
 
 
 def load_dag_folder(folder: Path, options: LoadOptions = LoadOptions()) -> FolderLoad:
-    """Load every DAG file below ``folder``; bad files land in ``errors``, not in the way."""
+    """Load every DAG file below ``folder``; bad files land in ``errors``, not in the way.
+
+    Files that vanish while it reads are skipped; entries named like DAG files that are
+    not regular files (``leoflow.dagfile.walk``) are errors, never opened."""
     result = FolderLoad()
     if not folder.exists():
         result.errors.append(DagFileError(folder, [Problem("", "no such file or directory")]))
         return result
-    for path in dag_files(folder):
+    listing = list_folder(folder)
+    for path, why in sorted(listing.refused_files().items()):
+        result.errors.append(DagFileError(path, [Problem("", why)]))
+    for path in listing.dag_files():
         try:
             loaded = _load_one(path, options)
+        except DagFileGone:
+            continue
         except DagFileError as exc:
             result.errors.append(exc)
             continue

@@ -18,6 +18,7 @@ from leoflow.domain.cron import CronSchedule
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.dbt_run_select import partial_run_env
 from leoflow.domain.states import RunState
+from leoflow.domain.timebounds import OutOfRange, check_moment
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -119,6 +120,11 @@ def plan_backfill(
     spec: DagSpec, start: datetime, end: datetime, now: datetime
 ) -> list[BackfillPoint]:
     """The cron points in ``[start, end]`` (oldest first), or BackfillError."""
+    for flag, moment in (("--from", start), ("--to", end)):
+        try:
+            check_moment(moment)
+        except OutOfRange as exc:
+            raise BackfillError(f"{flag}: {exc}") from None
     start, end, now = _utc(start), _utc(end), _utc(now)
     cron = spec.cron()
     if cron is None:

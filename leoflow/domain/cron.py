@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from leoflow.domain.timebounds import EARLIEST, LATEST
+
 _ALIASES = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -182,21 +184,40 @@ class CronSchedule:
             return dow
         return True
 
-    def next_after(self, moment: datetime) -> datetime | None:
-        """The first fire time strictly after ``moment`` (aware), in UTC; None if none."""
-        if self.hours == _EVERY_HOUR:
-            return self._next_elapsed(moment)
-        return self._next_wall_clock(moment)
+    def next_after(self, moment: datetime, until: datetime | None = None) -> datetime | None:
+        """The first fire time strictly after ``moment`` (aware), in UTC; None if none
+        (or none at or before ``until``, which bounds the search).
 
-    def _next_elapsed(self, moment: datetime) -> datetime | None:
+        Only fire times in [EARLIEST, LATEST) exist (``leoflow.domain.timebounds``):
+        a search never leaves datetime's range, whatever the moment or the zone.
+        """
+        end = LATEST if until is None else min(LATEST, until + timedelta(minutes=1))
+        if moment >= end:
+            return None
+        moment = max(moment, EARLIEST - timedelta(microseconds=1))
+        fire = (
+            self._next_elapsed(moment, end)
+            if self.hours == _EVERY_HOUR
+            else self._next_wall_clock(moment, end)
+        )
+        if fire is None or fire >= LATEST or (until is not None and fire > until):
+            return None
+        return fire
+
+    def _next_elapsed(self, moment: datetime, end: datetime) -> datetime | None:
         # Walk real minutes, reading each on the local clock: both passes of a
         # repeated hour are real time, and a skipped hour is simply not there.
         zone = ZoneInfo(self.timezone)
         now = moment.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        limit = now + timedelta(days=_HORIZON_DAYS)
+        limit = now + min(timedelta(days=_HORIZON_DAYS), end - now)
         while now < limit:
             local = now.astimezone(zone)
-            if local.month not in self.months or not self._day_matches(local):
+            if local.month not in self.months:  # a month at a time, not a day
+                year, month = divmod(local.year * 12 + local.month, 12)
+                start = datetime(year, month + 1, 1)
+                now = max(now + timedelta(minutes=1), _first_instant_at(start, zone))
+                continue
+            if not self._day_matches(local):
                 midnight = datetime(local.year, local.month, local.day) + timedelta(days=1)
                 now = max(now + timedelta(minutes=1), _first_instant_at(midnight, zone))
                 continue
@@ -208,11 +229,16 @@ class CronSchedule:
             return now
         return None
 
-    def _next_wall_clock(self, moment: datetime) -> datetime | None:
+    def _next_wall_clock(self, moment: datetime, end: datetime) -> datetime | None:
         zone = ZoneInfo(self.timezone)
         local = moment.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
         local += timedelta(minutes=1)
-        limit = local + timedelta(days=_HORIZON_DAYS)
+        # The end read as a wall clock: LATEST a day early, so no zone's offset passes
+        # it; an earlier end a day late, so no offset cuts a fire off before it.
+        last = (LATEST - timedelta(days=1)).replace(tzinfo=None)
+        if end < LATEST - timedelta(days=2):
+            last = min(last, end.astimezone(zone).replace(tzinfo=None) + timedelta(days=1))
+        limit = local + min(timedelta(days=_HORIZON_DAYS), last - local)
         while local < limit:
             if local.month not in self.months:
                 year, month = (

@@ -22,8 +22,9 @@ from pydantic import (
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
-from leoflow.domain.mapping import DEFAULT_MAX_MAP_ITEMS, MapOver
+from leoflow.domain.mapping import DEFAULT_MAX_MAP_ITEMS, MAX_MAP_ITEMS, MapOver
 from leoflow.domain.notify import NotifyRule
+from leoflow.domain.timebounds import INT32_MAX, MAX_DURATION_SECONDS, OutOfRange, check_moment
 from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
 
 DAG_ID_PATTERN = r"^[a-z0-9_-]{1,200}$"
@@ -36,11 +37,22 @@ DEFAULT_POOL = "default_pool"
 # The same rule as the API's pool names (leoflow/api/schemas.py POOL_NAME_PATTERN).
 POOL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
 
+
+def _bounded_duration(value: object) -> float:
+    return parse_duration(value, MAX_DURATION_SECONDS)
+
+
+# Bounded: a duration becomes a timer, a timedelta and a date in the store.
 Duration = Annotated[
     float,
-    BeforeValidator(parse_duration),
+    BeforeValidator(_bounded_duration),
     PlainSerializer(lambda v: v, return_type=float),
 ]
+# Every count a DAG sets lands in a 32-bit column or in memory (leoflow.domain.timebounds).
+Count = Annotated[int, Field(ge=1, le=INT32_MAX)]
+Priority = Annotated[int, Field(ge=-INT32_MAX, le=INT32_MAX)]
+# What one scheduler holds at once: runs of a DAG, task instances a run may run.
+MAX_ACTIVE_LIMIT = 100_000
 
 
 def _quantity(value: object) -> str:
@@ -139,7 +151,7 @@ class Toleration(_Strict):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    toleration_seconds: int | None = Field(None, ge=-(2**63), le=2**63 - 1)  # int64 in Kubernetes
 
     @model_validator(mode="after")
     def _exists_has_no_value(self) -> Toleration:
@@ -157,7 +169,7 @@ class Execution(_Strict):
     priority_class_name: str | None = None
     affinity: dict[str, Any] | None = None
     topology_spread_constraints: list[dict[str, Any]] | None = None
-    termination_grace_period_seconds: int | None = Field(None, ge=0)
+    termination_grace_period_seconds: int | None = Field(None, ge=0, le=2**63 - 1)
     resource_claims: list[dict[str, Any]] | None = None
 
     def declared(self) -> list[str]:
@@ -176,13 +188,13 @@ class TaskFields(_Strict):
     retry_delay: Duration | None = None
     timeout: Duration | None = None
     pool: OneLine | None = None
-    pool_slots: int | None = Field(None, ge=1)
-    priority: int | None = None
+    pool_slots: Count | None = None
+    priority: Priority | None = None
     secrets: list[SecretName] | None = None
     resources: Resources | None = None
     execution: Execution | None = None
     notify: list[NotifyRule] | None = None
-    max_map_items: int | None = Field(None, ge=1)
+    max_map_items: int | None = Field(None, ge=1, le=MAX_MAP_ITEMS)
 
 
 class TaskSpec(_Strict):
@@ -198,15 +210,15 @@ class TaskSpec(_Strict):
     retry_delay: Duration = 0.0
     timeout: Duration | None = None
     pool: OneLine = DEFAULT_POOL
-    pool_slots: int = Field(1, ge=1)
-    priority: int = 0
+    pool_slots: Count = 1
+    priority: Priority = 0
     secrets: tuple[SecretName, ...] = ()
     resources: Resources = Resources()
     execution: Execution = Execution()
     notify: tuple[NotifyRule, ...] = ()
     # One task instance per item (leoflow/domain/mapping.py); not a default, per task.
     map_over: MapOver | None = None
-    max_map_items: int = Field(DEFAULT_MAX_MAP_ITEMS, ge=1)
+    max_map_items: int = Field(DEFAULT_MAX_MAP_ITEMS, ge=1, le=MAX_MAP_ITEMS)
 
     @property
     def max_tries(self) -> int:
@@ -238,8 +250,8 @@ class DagSpec(_Strict):
     timezone: OneLine = "UTC"
     start_date: datetime | None = None
     catchup: bool = False
-    max_active_runs: int = Field(1, ge=1)
-    max_active_tasks: int = Field(16, ge=1)
+    max_active_runs: int = Field(1, ge=1, le=MAX_ACTIVE_LIMIT)
+    max_active_tasks: int = Field(16, ge=1, le=MAX_ACTIVE_LIMIT)
     # From the logical date (or, without one, the trigger time): a run not done by
     # then is reported (deadline_missed) and goes on. A run running longer than
     # run_timeout fails, its tasks stopped.
@@ -260,6 +272,16 @@ class DagSpec(_Strict):
                 CronSchedule.parse(value)  # the zone is checked on its own field
             except CronError as exc:
                 raise ValueError(f"{exc} (in {value!r})") from exc
+        return value
+
+    @field_validator("start_date")
+    @classmethod
+    def _check_start_date(cls, value: datetime | None) -> datetime | None:
+        if value is not None:
+            try:
+                check_moment(value)
+            except OutOfRange as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("timezone")

@@ -9,8 +9,25 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
-def parse_duration(value: object) -> float:
-    """Return seconds; accept a number of seconds or a string like ``1h30m``."""
+def parse_duration(value: object, limit: float | None = None) -> float:
+    """Return seconds; accept a number of seconds or a string like ``1h30m``.
+
+    ``limit``: the most seconds allowed (a DAG's durations must fit timers and dates).
+    """
+    seconds = _seconds(value)
+    if limit is not None and seconds > limit:
+        raise ValueError(
+            f"{_short(value)} is longer than {limit / 86400:,.0f}d ({limit:,.0f}s), the limit"
+        )
+    return seconds
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _seconds(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 500ms, 30s, 5m or 2h")
     if isinstance(value, int | float):
@@ -31,6 +48,8 @@ def parse_duration(value: object) -> float:
         pos = match.end()
     if pos != len(text) or not text:
         raise ValueError(f"expected a duration such as 500ms, 30s, 5m or 2h, got {value!r}")
+    if not math.isfinite(total):  # "9" * 400 + "d" reads as inf
+        raise ValueError(f"expected a finite duration, got {_short(value)}")
     return total
 
 

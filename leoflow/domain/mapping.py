@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from leoflow.domain.task_instance import TaskInstance
 
 DEFAULT_MAX_MAP_ITEMS = 1024
+# The most items a mapped task may have: one scheduler makes, stores and holds them
+# all (a run of them is rows, mirrors and a spec of that many tasks).
+MAX_MAP_ITEMS = 10_000
 ITEM_ENV = "LEOFLOW_MAP_ITEM"
 INDEX_ENV = "LEOFLOW_MAP_INDEX"
 
@@ -50,7 +53,7 @@ def _map_over(value: object) -> object:
     # One check, one message at ``map_over`` (not one per member of the union).
     if isinstance(value, list | tuple):
         try:
-            json.dumps(list(value))
+            json.dumps(list(value), allow_nan=False)  # NaN and inf are not JSON
         except (TypeError, ValueError) as exc:
             raise ValueError(
                 f"every item must be a JSON value (string, number...): {exc}"

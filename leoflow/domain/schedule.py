@@ -8,6 +8,7 @@ from itertools import islice, takewhile
 
 from leoflow.domain.cron import CronSchedule
 from leoflow.domain.dag import DagSpec
+from leoflow.domain.timebounds import EARLIEST, EARLIEST_STAMP, LATEST_STAMP
 
 MAX_CATCHUP_RUNS = 1000
 
@@ -43,14 +44,39 @@ def due_runs(
         # Nothing runs before start_date, catching up or not.
         base = max(base, floor)
     if not spec.catchup:
-        # Only the latest fire time matters; start close to now so a minutely
-        # cron after a long outage does not walk every missed minute.
-        recent = max(base, now - 86400)
-        first = cron.next_after(_utc(recent))
-        origin = recent if first is not None and first.timestamp() <= now else base
-        latest = _fires(cron, origin, now, limit=None)
-        return latest[-1:]
+        # Only the latest fire time matters: found in a few probes, never by a walk
+        # over every missed fire (a minutely cron after a long outage).
+        latest = last_fire(cron, clamped_utc(base), clamped_utc(now))
+        return [] if latest is None or latest.timestamp() > now else [latest.timestamp()]
     return _fires(cron, base, now, limit=max(0, min(limit, MAX_CATCHUP_RUNS)))
+
+
+def last_fire(cron: CronSchedule, after: datetime, now: datetime) -> datetime | None:
+    """The last fire time in (``after``, ``now``], None if none.
+
+    Gallops ahead from the first fire, doubling the stride while a fire remains
+    before ``now``, then halves the gap to the last one: a few dozen bounded
+    probes whatever the number of fires between.
+    """
+    fire = cron.next_after(after, until=now)
+    if fire is None:
+        return None
+    minute = timedelta(minutes=1)
+    stride = minute
+    # Invariant once the gallop ends: no fire lies in (fire + gap, now].
+    while (ahead := cron.next_after(fire + min(stride, now - fire), until=now)) is not None:
+        fire, stride = ahead, stride * 2
+    gap = min(stride, now - fire)
+    while gap > minute:
+        half = gap / 2
+        ahead = cron.next_after(fire + half, until=now)
+        if ahead is None:
+            gap = half
+        else:
+            gap, fire = fire + gap - ahead, ahead
+    while (ahead := cron.next_after(fire, until=now)) is not None:
+        fire = ahead  # at most one fire a minute: a step or two
+    return fire
 
 
 def _start(spec: DagSpec) -> datetime | None:
@@ -69,12 +95,17 @@ def _after(cron: CronSchedule, moment: datetime) -> Iterator[datetime]:
 
 
 def _fires(cron: CronSchedule, base: float, now: float, limit: int | None) -> list[float]:
-    due = takewhile(lambda fire: fire.timestamp() <= now, _after(cron, _utc(base)))
+    due = takewhile(lambda fire: fire.timestamp() <= now, _after(cron, clamped_utc(base)))
     return [fire.timestamp() for fire in islice(due, limit)]
 
 
-def _utc(moment: float) -> datetime:
-    return datetime.fromtimestamp(moment, UTC)
+def clamped_utc(moment: float) -> datetime:
+    """A UNIX time as UTC, read as the nearer end of [EARLIEST, LATEST) when outside."""
+    # No fire exists outside [EARLIEST, LATEST): a moment beyond either end reads as
+    # that end, so no instant a store or a clock holds leaves datetime's range.
+    if moment != moment:  # NaN: nothing is after it
+        moment = LATEST_STAMP
+    return datetime.fromtimestamp(min(max(moment, EARLIEST_STAMP - 1), LATEST_STAMP), UTC)
 
 
 def next_fires(spec: DagSpec, after: datetime, count: int) -> list[datetime]:
@@ -85,6 +116,6 @@ def next_fires(spec: DagSpec, after: datetime, count: int) -> list[datetime]:
         return []
     moment = after
     start = _start(spec)
-    if start is not None:
+    if start is not None and start > EARLIEST:
         moment = max(moment, start - timedelta(microseconds=1))  # a fire at start_date runs
     return list(islice(_after(cron, moment), max(count, 0)))

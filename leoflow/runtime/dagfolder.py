@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -21,11 +22,14 @@ from leoflow.dagfile.loader import (
     load_dag_file,
     load_dag_folder,
 )
+from leoflow.dagfile.walk import list_folder
 from leoflow.dbt.changes import project_stamps
 from leoflow.domain.catalogue import CatalogueEntry
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.origins import ADHOC_PREFIX, is_adhoc
 from leoflow.domain.printable import printable
+
+log = logging.getLogger("leoflow.lite")
 
 if TYPE_CHECKING:
     from leoflow.scheduler.core import Scheduler
@@ -125,30 +129,39 @@ class DagFolderWatcher:
         self.good: dict[str, LoadedDag] = {}
         self._announced: set[str] = set()
         self._dbt_dirs: set[Path] = set()
+        self._failure = ""
 
-    def _scan(self) -> tuple[tuple[str, float, int], ...]:
-        entries = []
+    def _scan(self) -> tuple[tuple[str, object, object], ...]:
+        entries: list[tuple[str, object, object]] = []
         # dbt projects: those below the folder, and those the dbt DAGs name elsewhere.
         projects = set(self._dbt_dirs)
-        # A file removed or made unreadable mid-scan is seen again on the next pass;
-        # it must not stop the scheduler.
-        with contextlib.suppress(OSError):
-            if self.folder.exists():
-                for path in sorted(self.folder.rglob("*")):
-                    if path.suffix in (".yaml", ".yml") and path.is_file():
-                        with contextlib.suppress(OSError):
-                            stat = path.stat()
-                            entries.append((str(path), stat.st_mtime, stat.st_size))
-                        if path.name == "dbt_project.yml":
-                            projects.add(path.parent.resolve())
+        # A file or folder removed or replaced mid-scan is seen again on the next pass
+        # (list_folder skips it); it must not stop the scheduler.
+        listing = list_folder(self.folder)
+        for entry in listing.files:
+            entries.append((str(entry.path), entry.mtime, entry.size))
+        for path, why in listing.refused.items():
+            entries.append((str(path), "refused", why))
+        projects.update(p.resolve() for p in listing.projects)
         for project in sorted(projects):
-            entries.extend(project_stamps(project))
-        return tuple(entries)
+            with contextlib.suppress(OSError):
+                entries.extend(project_stamps(project))
+        return tuple(sorted(entries, key=lambda e: e[0]))
+
+    def failed(self, exc: Exception) -> None:
+        """A pass that raised: say it once, and read everything again next pass."""
+        self._fingerprint = ()
+        text = f"{type(exc).__name__}: {exc}"
+        if text != self._failure:
+            self._failure = text
+            log.error("reading the DAG folder %s failed: %s", self.folder, text, exc_info=exc)
+            self.say(printable(f"error: reading the DAG folder failed ({text}); tried again"))
 
     async def refresh(self, store: Store) -> bool:
         # Pools are part of what a file is checked against: creating a missing
         # pool through the API makes the file load without touching it.
-        pools = tuple(sorted(p.name for p in await store.list_pools()))
+        sizes = {p.name: p.slots for p in await store.list_pools()}
+        pools = tuple(sorted(sizes.items()))  # a pool grown lets a file load again
         # Off the loop: a dbt project's load may run `dbt parse` for seconds, and a
         # blocked loop misses its lease renewals and steps the scheduler down.
         secrets = None
@@ -159,7 +172,8 @@ class DagFolderWatcher:
             return False
         self._fingerprint = fingerprint
         options = LoadOptions(
-            known_pools=set(pools),
+            known_pools=set(sizes),
+            pool_sizes=sizes,
             passthrough=self.options.passthrough,
             dbt=self.options.dbt,
             known_secrets=secrets,
@@ -172,11 +186,12 @@ class DagFolderWatcher:
         while created := [
             p for d in result.dags.values() for p in await add_declared_pools(store, d.spec)
         ]:
-            pools = tuple(sorted({*pools, *created}))
+            sizes = {p.name: p.slots for p in await store.list_pools()}
+            pools = tuple(sorted(sizes.items()))
             self._fingerprint = (*fingerprint[:-2], ("pools", pools), secrets)
             if not result.errors:
                 break
-            options = replace(options, known_pools=set(pools))
+            options = replace(options, known_pools=set(sizes), pool_sizes=sizes)
             result = await asyncio.to_thread(load_dag_folder, self.folder, options)
         errors = {str(err.path): str(err) for err in result.errors}
         for path, text in errors.items():
@@ -208,6 +223,18 @@ class DagFolderWatcher:
 
 async def sync_dag_folder(watcher: DagFolderWatcher, store: Store, scheduler: Scheduler) -> None:
     """The folder's DAGs go into the store, the scheduler's one way in for DAGs; it
-    is woken to read them when something changed."""
-    if await watcher.refresh(store):
+    is woken to read them when something changed.
+
+    A pass that fails for any reason but the store's (a bug, the disk) is said and
+    tried again at the next pass: the folder is the user's, never the process's end."""
+    from leoflow.store.errors import StaleEpoch, StoreUnavailable
+
+    try:
+        changed = await watcher.refresh(store)
+    except (StaleEpoch, StoreUnavailable):  # the store's: not one pass's fault
+        raise
+    except Exception as exc:
+        watcher.failed(exc)
+        return
+    if changed:
         scheduler.wake()

@@ -113,7 +113,7 @@ class StoreFollower:
     def _take(self, dag_id: str, digest: str, text: str) -> None:
         try:
             spec = parse_spec(text)
-        except ValueError:
+        except Exception:  # whatever a stored spec does, it is that DAG's problem alone
             log.exception("stored spec of DAG %s does not load; keeping the last good one", dag_id)
             return
         self._spec_hashes[dag_id] = digest

@@ -13,8 +13,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from leoflow.domain.mapping import FromOutput, plan_expansion
+from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import RunState, TaskState
 from leoflow.scheduler.book import Book
+from leoflow.scheduler.dag_faults import PASS_THROUGH
 from leoflow.scheduler.mirror import RunMirror
 from leoflow.store import Store
 from leoflow.store.mapping import expand_task
@@ -69,11 +71,28 @@ class Expander:
             run = self.book.runs.get(run_pk)
             if run is None or run.state is not RunState.RUNNING:
                 continue
-            wrote = [await self._expand(run, task_id) for task_id in sorted(task_ids)]
+            wrote = [await self._expand_guarded(run, task_id) for task_id in sorted(task_ids)]
             if any(wrote):
                 await self.reload_run(run_pk)
                 changed = True
         return changed
+
+    async def _expand_guarded(self, run: RunMirror, task_id: str) -> bool:
+        """One mapped task's expansion; whatever it raises fails that task, not the loop."""
+        try:
+            return await self._expand(run, task_id)
+        except PASS_THROUGH:
+            raise
+        except Exception as exc:
+            log.exception("%s/%s: making its items failed", run.run_id, task_id)
+            ti = run.tasks.get(task_id)
+            if ti is None or ti.state is not TaskState.NONE:
+                return False
+            message = f"map_over: making the items failed ({type(exc).__name__}: {exc})"
+            fields = {"ended_at": self.clock(), "reason": EndReason.MAP_FAILED, "message": message}
+            change = TaskChange(ti.pk, TaskState.NONE, TaskState.FAILED, ti.try_number, fields)
+            (done,) = await self.store.transition_tasks([change], epoch=self.epoch)
+            return done
 
     async def _expand(self, run: RunMirror, task_id: str) -> bool:
         ti, task = run.tasks.get(task_id), run.spec.tasks[task_id]

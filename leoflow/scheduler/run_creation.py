@@ -12,12 +12,13 @@ from typing import Any, TypedDict, Unpack
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.dbt_run_select import run_tasks
 from leoflow.domain.runs import runs_to_start
-from leoflow.domain.schedule import MAX_CATCHUP_RUNS, due_runs
+from leoflow.domain.schedule import MAX_CATCHUP_RUNS, clamped_utc, due_runs
 from leoflow.domain.states import RunState
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import Book
 from leoflow.scheduler.config import LOCAL_RUN_TYPE, SchedulerConfig
 from leoflow.scheduler.cron_due import CronDue
+from leoflow.scheduler.dag_faults import RETRY_AFTER, DagFaults
 from leoflow.scheduler.mirror import RunMirror
 from leoflow.store import Store
 from leoflow.store.errors import RunExists
@@ -57,6 +58,7 @@ class RunCreation:
         self._started_at = clock()
         self._cron_due = CronDue()
         self._catchup_capped: set[str] = set()
+        self._faults = DagFaults(store)
 
     def schedule_changed(self, dag_id: str) -> None:
         """A new spec: work out its next fire time again."""
@@ -107,21 +109,30 @@ class RunCreation:
             due = self._cron_due.get(dag_id)
             if due is not None and due > now:
                 continue  # the next fire time is known and still ahead
-            last = await self.store.last_scheduled_run(dag_id)
-            last_date = last.logical_date if last is not None else None
-            room = self._catchup_room(dag_id) if spec.catchup else MAX_CATCHUP_RUNS
-            fires = due_runs(spec, last_date, now, self._started_at, limit=room + 1)
-            for logical_date in self._within_catchup_cap(dag_id, fires, room):
-                try:
-                    row = await self.create(dag_id, logical_date=logical_date, run_type="scheduled")
-                except RunExists:
-                    continue  # another scheduler (or an earlier term of ours) made it
-                log.info("created scheduled run %s of %s", row.run_id, dag_id)
-                last_date = logical_date
-            cron = spec.cron()
-            base = max(last_date or self._started_at, self._started_at if not spec.catchup else 0.0)
-            upcoming = cron.next_after(datetime.fromtimestamp(base, UTC)) if cron else None
-            self._cron_due.set(dag_id, upcoming.timestamp() if upcoming else float("inf"))
+
+            async def work(dag_id: str = dag_id, spec: DagSpec = spec) -> None:
+                await self._create_due_one(now, dag_id, spec)
+
+            if not await self._faults.guard(dag_id, "schedule it or create its runs", work):
+                self._cron_due.set(dag_id, now + RETRY_AFTER)
+
+    async def _create_due_one(self, now: float, dag_id: str, spec: DagSpec) -> None:
+        """One DAG's due runs, and its next fire time; anything raised is this DAG's."""
+        last = await self.store.last_scheduled_run(dag_id)
+        last_date = last.logical_date if last is not None else None
+        room = self._catchup_room(dag_id) if spec.catchup else MAX_CATCHUP_RUNS
+        fires = due_runs(spec, last_date, now, self._started_at, limit=room + 1)
+        for logical_date in self._within_catchup_cap(dag_id, fires, room):
+            try:
+                row = await self.create(dag_id, logical_date=logical_date, run_type="scheduled")
+            except RunExists:
+                continue  # another scheduler (or an earlier term of ours) made it
+            log.info("created scheduled run %s of %s", row.run_id, dag_id)
+            last_date = logical_date
+        cron = spec.cron()
+        base = max(last_date or self._started_at, self._started_at if not spec.catchup else 0.0)
+        upcoming = cron.next_after(clamped_utc(base)) if cron else None
+        self._cron_due.set(dag_id, upcoming.timestamp() if upcoming else float("inf"))
 
     def _catchup_room(self, dag_id: str) -> int:
         queued = sum(

@@ -49,3 +49,30 @@ def test_unknown_dag_and_trigger_only_dag_are_errors(leoflow: Leoflow, tmp_path:
     assert "has no schedule" in manual.stderr
     bad_n = leoflow("dags", "next", "manual", "--dags", str(tmp_path), "-n", "0")
     assert bad_n.returncode == 2
+
+
+def test_a_schedule_at_the_edge_of_time_says_so_without_a_traceback(
+    leoflow: Leoflow, tmp_path: Path
+) -> None:
+    near = tmp_path / "near.yaml"
+    near.write_text(
+        "dag_id: near\nschedule: '0 0 29 2 *'\ntimezone: Pacific/Kiritimati\n"
+        "start_date: 9998-12-31T00:00:00-12:00\ncatchup: true\ntasks: {a: {command: 'true'}}\n"
+    )
+    done = leoflow("dags", "next", str(near))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "no further fire times in the next years: 0 of 5" in done.stdout
+    assert "Leoflow schedules nothing at or after 9999-01-01 UTC" in done.stdout
+    done = leoflow("dags", "next", str(near), "--after", "9999-12-31T23:59:59-23:59")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    year1 = tmp_path / "year1.yaml"
+    year1.write_text(
+        "dag_id: year1\nschedule: '* * * * *'\nstart_date: 0001-01-01T00:00:00\ncatchup: true\n"
+        "tasks: {a: {command: 'true'}}\n"
+    )
+    for command in ("next", "validate"):
+        done = leoflow("dags", command, str(year1))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"{year1}:3: start_date: 0001-01-01T00:00:00 is outside the dates" in (
+            done.stdout + done.stderr
+        )

@@ -275,3 +275,21 @@ def test_a_bad_retention_names_the_setting(monkeypatch: pytest.MonkeyPatch, valu
     message = settings_error()
     assert "setting 'retention' (env LEOFLOW_RETENTION)" in message
     assert "duration" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("LEOFLOW_SCHEDULER_POLL_INTERVAL", "inf", "scheduler_poll_interval"),
+        ("LEOFLOW_HEARTBEAT_TIMEOUT", "nan", "heartbeat_timeout"),
+        ("LEOFLOW_PARALLELISM", "1" + "0" * 30, "parallelism"),
+        ("LEOFLOW_DEFAULT_POOL_SLOTS", "2147483648", "default_pool_slots"),
+        ("LEOFLOW_POOLS", '{"big": 99999999999}', "pools.big"),
+        ("LEOFLOW_RETENTION", "9" * 400 + "d", "retention"),
+    ],
+)
+def test_a_number_beyond_the_store_or_the_timers_is_a_settings_error(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, words: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    assert words in settings_error()

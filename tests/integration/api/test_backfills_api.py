@@ -128,3 +128,25 @@ async def test_points_with_runs_are_skipped_unless_failed_and_reprocessed(
         )
     ).json()
     assert again["logical_dates"] == ["2026-01-01T03:00:00Z", "2026-01-03T03:00:00Z"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"from": "0001-01-01", "to": "2026-01-01"}, "from"),
+        ({"from": "0001-01-01T00:00:00+14:00", "to": "2026-01-01"}, "from"),
+        ({"from": "1899-12-31T23:59:59", "to": "2026-01-01"}, "from"),
+        ({"from": "2026-01-01", "to": "9999-12-31T23:59:59.999999"}, "to"),
+        ({"from": "2026-01-01", "to": "9999-12-31T23:00:00-05:00"}, "to"),
+    ],
+)
+async def test_a_date_at_the_edges_of_time_is_a_field_error_not_a_500(
+    client: httpx.AsyncClient, store: Store, body: dict[str, str], field: str
+) -> None:
+    await put_dag(store, DAILY)
+    response = await client.post(URL, json=body, headers=auth_header("operator"))
+    assert response.status_code == 422, response.text
+    (problem,) = response.json()["detail"]
+    assert problem["loc"] == ["body", field]
+    assert "outside the dates Leoflow handles: from 1900-01-01 up to 9999-01-01" in problem["msg"]
+    await _nothing_made(store)
