@@ -72,7 +72,7 @@ async def test_dry_run_follow_and_refusal(
     assert code == 1 and "--from 'yesterday' is not an ISO 8601" in err
     code, _, err = await finish(await start_cli(live, "daily", "--from", "0001-01-01",
                                                 "--to", "2026-03-01"))  # fmt: skip
-    assert code == 1 and "--from: 0001-01-01T00:00:00 is outside the dates" in err, err
+    assert code == 1 and "--from: 0001-01-01T00:00:00+00:00 is outside the dates" in err, err
     assert "Traceback" not in err
 
 
