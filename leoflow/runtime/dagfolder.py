@@ -183,9 +183,7 @@ class DagFolderWatcher:
         # One file may use a pool another declares: while a pass creates pools, files
         # that failed load again knowing them. The fingerprint counts the new pools, so
         # the next pass need not load again.
-        while [
-            p for d in result.dags.values() for p in await add_declared_pools(store, d.spec)
-        ]:
+        while [p for d in result.dags.values() for p in await add_declared_pools(store, d.spec)]:
             sizes = {p.name: p.slots for p in await store.list_pools()}
             pools = tuple(sorted(sizes.items()))
             self._fingerprint = (*fingerprint[:-2], ("pools", pools), secrets)
