@@ -18,6 +18,8 @@ from tests.integration.api.test_server import start_lite
 from tests.support.waiting import until
 
 PAGE = {"path": "/dags/etl"}
+# Lite opened on loopback (no owner token): the bounds, not who may pass, are tested here.
+OPEN_LITE = {"api_listen": "127.0.0.1:0", "api_open_on_loopback": True}
 
 
 class Stream:
@@ -59,9 +61,7 @@ async def test_live_streams_are_bounded_per_session_and_in_total(
     store: Store, tmp_path: Path
 ) -> None:
     await put_dag(store)
-    settings = make_settings(
-        tmp_path, api_listen="127.0.0.1:0", ui_max_streams=10, ui_max_streams_per_session=3
-    )
+    settings = make_settings(tmp_path, ui_max_streams=10, ui_max_streams_per_session=3, **OPEN_LITE)
     url, closer, _ = await start_lite(settings, store)
     try:
         async with AsyncExitStack() as stack:
@@ -114,7 +114,7 @@ async def test_followed_logs_of_the_api_count_among_the_live_streams(
     store: Store, tmp_path: Path
 ) -> None:
     await seed_with_a_running_try(store)
-    settings = make_settings(tmp_path, api_listen="127.0.0.1:0", ui_max_streams=2)
+    settings = make_settings(tmp_path, ui_max_streams=2, **OPEN_LITE)
     url, closer, _ = await start_lite(settings, store)
     follow = "/api/v1/dags/etl/runs/q/tasks/extract/logs/1"
     try:
