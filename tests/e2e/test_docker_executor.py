@@ -328,7 +328,7 @@ def test_a_stopped_run_stops_and_removes_its_containers(
         run.send_signal(signal.SIGTERM)
         out, _ = run.communicate(timeout=60)
     assert run.returncode == 128 + signal.SIGTERM, out
-    assert "1 running task(s) killed (t)" in out, out
+    assert "1 running task killed (t)" in out, out
     assert _left(docker_host, "dock_stop") == [], "its container was stopped and removed"
 
 
