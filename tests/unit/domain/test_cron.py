@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from leoflow.domain.cron import CronError, CronSchedule
@@ -393,7 +393,13 @@ def test_next_after_increases_and_matches(
     expr: tuple[str, list[set[int] | None]], tz: str, start: datetime
 ) -> None:
     expression, allowed = expr
-    cron = CronSchedule.parse(expression, tz)
+    try:
+        cron = CronSchedule.parse(expression, tz)
+    except CronError as exc:
+        # The fields are drawn apart, so days no drawn month has (31 with only April)
+        # come up; parse refuses those by design (test_impossible_dates_are_refused_at_parse).
+        assume("would never fire" not in str(exc))
+        raise
     moment = start.replace(tzinfo=UTC)
     for _ in range(4):
         fire = cron.next_after(moment)
