@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leoflow.api import backfills, dags, health, logs, pools, runs, tasks, tries
 from leoflow.api.auth import Auth
@@ -55,6 +57,14 @@ def create_app(
     for module in (health, dags, runs, tasks, tries, logs, pools, backfills):
         app.include_router(module.router)
     app.include_router(web_ui.router)  # the web UI at /, its assets and calls under /ui
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # A browser that asks for a path nobody serves gets a page, not JSON.
+        page = web_ui.browser_error(request, HTTPException(exc.status_code, exc.detail))
+        if page is not None:
+            return page
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(IllegalTransition)
     async def _illegal(request: Request, exc: IllegalTransition) -> JSONResponse:

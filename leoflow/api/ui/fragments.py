@@ -106,7 +106,7 @@ def graph_nodes(
         if folded is not None:
             label = f"{label} \u00d7{folded.total}"
         out.append(
-            f'<a{href} class="node-link" data-task="{task}">'
+            f'<a{href} class="node-link" data-task="{task}" aria-label="{task}: {words}">'
             f'<g class="node s-{st}" data-task="{task}" data-state="{st}" '
             f'transform="translate({n.x},{n.y})"><title>{task}: {words}</title>'
             f'<rect width="{n.width}" height="{n.height}" rx="6"/>'

@@ -38,6 +38,11 @@ def _tick_label(at: float, span: float) -> str:
     return moment.strftime("%H:%M:%S" if span < 86400 else "%m-%d %H:%M")
 
 
+def _iso(at: float) -> str:
+    # The page writes the tick again in the zone the viewer chose.
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 _BAR = ROW_HEIGHT - 6
 
 
@@ -68,7 +73,7 @@ def gantt_svg(layout: GanttLayout, dag_id: str, run_id: str) -> Markup:
     if not layout.bars:
         return Markup("")
     out = [
-        f'<svg class="gantt" role="img" aria-labelledby="gantt-title" width="{layout.width}" '
+        f'<svg class="gantt" role="group" aria-labelledby="gantt-title" width="{layout.width}" '
         f'height="{layout.height}" viewBox="0 0 {layout.width} {layout.height}">'
         '<title id="gantt-title">Gantt chart of the run\'s tries</title>'
     ]
@@ -77,6 +82,7 @@ def gantt_svg(layout: GanttLayout, dag_id: str, run_id: str) -> Markup:
         out.append(
             f'<line class="tick" x1="{tick.x}" y1="{AXIS_HEIGHT - 4}" x2="{tick.x}" '
             f'y2="{layout.height}"/><text class="tick-label" x="{tick.x}" y="14" '
+            f'data-at="{_iso(tick.at)}" data-long="{int(span >= 86400)}" '
             f'text-anchor="middle">{_tick_label(tick.at, span)}</text>'
         )
     for i, task in enumerate(layout.rows):

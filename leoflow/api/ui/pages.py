@@ -18,6 +18,7 @@ from fastapi import HTTPException
 from leoflow.api.context import ApiContext
 from leoflow.api.ui import backfill_views, gantt, present, run_views, views, waiting
 from leoflow.api.ui.session import Session
+from leoflow.api.ui.timed import timed
 from leoflow.domain.states import TASK_TERMINAL
 
 Build = Callable[[ApiContext, Session, list[str], Mapping[str, str]], Awaitable[dict[str, Any]]]
@@ -111,6 +112,9 @@ PAGES = {
     "pools": Page("pools", "pools.html", _pools, ("pool_bars",)),
 }
 
+# Pages about one DAG: their first path argument is its id.
+ONE_DAG_PAGES = frozenset({"dag", "run", "task", "gantt", "backfills", "backfill"})
+
 
 def resolve(path: str) -> tuple[Page, list[str]] | None:
     """The page a UI path names and its path arguments (decoded)."""
@@ -164,6 +168,7 @@ def _env() -> jinja2.Environment:
         terminal_states=TASK_TERMINAL,
     )
     env.filters["sv"] = lambda state: getattr(state, "value", state)
+    env.filters["timed"] = timed
     # Global, so that a block rendered on its own (a live region) sees the macros too.
     env.globals["m"] = env.get_template("macros.html").module
     return env

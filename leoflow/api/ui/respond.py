@@ -13,6 +13,7 @@ from starlette.background import BackgroundTask
 
 from leoflow.api.context import ApiContext
 from leoflow.api.live_streams import Ticket
+from leoflow.api.lookup import spec_of
 from leoflow.api.ui import pages, session
 from leoflow.api.ui.present import Viewer
 
@@ -44,9 +45,24 @@ async def page_context(
     """The page's template context, with who is looking (``me``) and the time."""
     context = await page.build(ctx, s, args, query)
     context.update(
-        me=Viewer(s.principal, s.csrf, ctx.auth.enabled), page_name=page.name, now=ctx.clock()
+        me=Viewer(s.principal, s.csrf, ctx.auth.enabled),
+        page_name=page.name,
+        now=ctx.clock(),
+        dag_tz=await _dag_zone(ctx, page, args, context),
     )
     return context
+
+
+async def _dag_zone(
+    ctx: ApiContext, page: pages.Page, args: list[str], context: dict[str, Any]
+) -> str | None:
+    """The zone of the DAG a page is about: what "the DAG's zone" shows dates in."""
+    spec = context.get("spec")
+    if spec is None and args and page.name in pages.ONE_DAG_PAGES:
+        row = await ctx.store.get_dag(args[0])
+        spec = spec_of(row) if row is not None else None
+    zone = getattr(spec, "timezone", None)
+    return zone if isinstance(zone, str) else None
 
 
 def sse(event: str, data: Any, event_id: str | None = None) -> bytes:

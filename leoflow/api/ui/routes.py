@@ -25,6 +25,7 @@ for _part in (live, log_routes, actions, once):
 _STATIC = {
     "ui.css": "text/css; charset=utf-8",
     "ui.js": "text/javascript; charset=utf-8",
+    "prefs.js": "text/javascript; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
 
@@ -43,6 +44,25 @@ def _error_page(request: Request, s: session.Session | None, exc: HTTPException)
         me=me, status=exc.status_code, detail=exc.detail, page_name="error"
     )
     return finish(request, HTMLResponse(html, status_code=exc.status_code), s)
+
+
+def wants_html(request: Request) -> bool:
+    """A browser navigating (its Accept puts HTML before JSON), not an API client."""
+    accept = request.headers.get("accept", "").lower()
+    html, json = accept.find("text/html"), accept.find("application/json")
+    return request.method in ("GET", "HEAD") and html >= 0 and (json < 0 or html < json)
+
+
+def browser_error(request: Request, exc: HTTPException) -> Response | None:
+    """The UI's error page for a path no route knows (or a UI path's own 404) when a
+    browser asks; ``None``: answer as the API does, in JSON."""
+    unknown = "route" not in request.scope
+    if not wants_html(request) or (request.url.path.startswith("/api/") and not unknown):
+        return None
+    ctx = ctx_of(request)
+    s = session.current(request, ctx)
+    detail = "no such page" if unknown else exc.detail
+    return _error_page(request, s, HTTPException(exc.status_code, detail))
 
 
 async def _page(request: Request) -> Response:

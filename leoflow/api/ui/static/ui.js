@@ -7,16 +7,78 @@
   const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
 
   // ------------------------------------------------------------------ times
-  const fmt = new Intl.DateTimeFormat(undefined, {
-    year: "numeric", month: "short", day: "2-digit",
-    hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
-  });
+  // Every date is a <time datetime> in UTC; shown in the zone chosen in the header
+  // (the browser's, UTC, or the DAG's), with the zone named.
+  const prefs = window.leoflowPrefs;
+  const formats = {};
+  function formatIn(zone) {
+    const key = zone || "";
+    if (!formats[key]) {
+      formats[key] = new Intl.DateTimeFormat(undefined, {
+        year: "numeric", month: "short", day: "2-digit",
+        hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+        timeZone: zone,
+      });
+    }
+    return formats[key];
+  }
   function localTimes(root) {
     $$("time[datetime]", root).forEach((el) => {
       const d = new Date(el.getAttribute("datetime"));
-      if (!isNaN(d)) el.textContent = fmt.format(d);
+      if (isNaN(d)) return;
+      const zone = prefs.timeZone(el);
+      try {
+        el.textContent = formatIn(zone).format(d);
+      } catch (e) {
+        el.textContent = formatIn(undefined).format(d);  // a zone this browser lacks
+      }
+      el.title = d.toISOString().replace(".000Z", "Z") + " (UTC)";
+    });
+    // A chart's axis: short labels, in the same zone.
+    $$("text[data-at]", root).forEach((el) => {
+      const d = new Date(el.dataset.at);
+      if (isNaN(d)) return;
+      const options = el.dataset.long === "1" ? { month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" }
+        : { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" };
+      try {
+        el.textContent = new Intl.DateTimeFormat(undefined, Object.assign({ timeZone: prefs.timeZone(el) }, options)).format(d);
+      } catch (e) { /* keep the UTC label */ }
     });
   }
+  // The UTC instant a wall-clock time in ``zone`` names (undefined: the browser's).
+  function zonedToUtc(y, mo, d, h, mi, s, zone) {
+    if (!zone) return new Date(y, mo - 1, d, h, mi, s);
+    const wall = Date.UTC(y, mo - 1, d, h, mi, s);
+    const offsetAt = (t) => {
+      const parts = {};
+      new Intl.DateTimeFormat("en-US", {
+        timeZone: zone, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit",
+        hour: "2-digit", minute: "2-digit", second: "2-digit",
+      }).formatToParts(new Date(t)).forEach((p) => { parts[p.type] = Number(p.value); });
+      return Date.UTC(parts.year, parts.month - 1, parts.day, parts.hour, parts.minute, parts.second) - t;
+    };
+    let t = wall - offsetAt(wall);
+    t = wall - offsetAt(t);  // once more: the offset may differ on the other side of a DST change
+    return new Date(t);
+  }
+  function zoneName(zone) {
+    return zone || Intl.DateTimeFormat().resolvedOptions().timeZone || "browser time";
+  }
+  function showPrefs() {
+    const zone = $("#pref-zone"), theme = $("#pref-theme");
+    if (zone) zone.value = prefs.zone();
+    if (theme) theme.value = prefs.theme();
+    $$("[data-zone-label]").forEach((el) => { el.textContent = zoneName(prefs.timeZone(el)); });
+  }
+  document.addEventListener("change", (event) => {
+    if (event.target.id === "pref-zone") {
+      prefs.setZone(event.target.value);
+      showPrefs();
+      localTimes(document);
+    } else if (event.target.id === "pref-theme") {
+      prefs.setTheme(event.target.value);
+    }
+  });
 
   // ------------------------------------------------------------------ flash
   let flashTimer = null;
@@ -139,8 +201,17 @@
   // ---------------------------------------------------------------- backfill
   function backfillBody(form, dryRun) {
     const from = $("#bf-from").value, to = $("#bf-to").value, max = $("#bf-max").value.trim();
+    // The days are read in the zone the page shows dates in: from its first second
+    // to its last.
+    const zone = prefs.timeZone(form);
+    const day = (value, end) => {
+      if (!value) return null;
+      const [y, mo, d] = value.split("-").map(Number);
+      const t = end ? zonedToUtc(y, mo, d, 23, 59, 59, zone).getTime() + 999 : zonedToUtc(y, mo, d, 0, 0, 0, zone).getTime();
+      return new Date(t).toISOString();
+    };
     return {
-      dag_id: form.dataset.dag, start: from || null, end: to || null,  // a day: the API reads it as all of that day
+      dag_id: form.dataset.dag, start: day(from, false), end: day(to, true),
       reprocess_failed: $("#bf-reprocess").checked, max_active_runs: max ? Number(max) : null,
       dry_run: dryRun,
     };
@@ -233,6 +304,48 @@
     }
   });
 
+  // -------------------------------------------------------------- filtering
+  // A list filters as you type: its rows are fetched for the new query (debounced)
+  // and the address follows, so a reload or a shared link shows the same list.
+  let filterTimer = null, filterSeq = 0;
+  async function refilter(form) {
+    const params = new URLSearchParams(new FormData(form));
+    Array.from(params.keys()).forEach((k) => { if (!params.get(k) || params.get(k) === "all") params.delete(k); });
+    const url = form.getAttribute("action") + (params.toString() ? "?" + params : "");
+    const seq = ++filterSeq;
+    let response;
+    try { response = await fetch(url, { credentials: "same-origin" }); } catch (e) { return; }
+    if (seq !== filterSeq) return;  // a newer keystroke's answer wins
+    const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+    if (!response.ok) {
+      const detail = $(".error-detail", doc);
+      flash(detail ? detail.textContent : "The filter could not be applied (" + response.status + ").", "error");
+      return;
+    }
+    $$("[data-live]", form.closest("main") || document).forEach((here) => {
+      const fresh = $('[data-live="' + here.dataset.live + '"]', doc);
+      if (!fresh) return;
+      here.innerHTML = fresh.innerHTML;
+      localTimes(here);
+    });
+    history.replaceState(null, "", url);
+    document.body.dataset.filtered = String(Number(document.body.dataset.filtered || 0) + 1);
+    live.kick();
+  }
+  document.addEventListener("input", (event) => {
+    const form = event.target.closest && event.target.closest("form[data-as-you-type]");
+    if (!form) return;
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(() => refilter(form), event.target.matches("select") ? 0 : 250);
+  });
+  document.addEventListener("submit", (event) => {
+    const form = event.target;
+    if (!form.matches("form[data-as-you-type]")) return;
+    event.preventDefault();
+    clearTimeout(filterTimer);
+    refilter(form);
+  });
+
   // ------------------------------------------------------------------ graph
   const graph = {
     el: null, svg: null, vp: null, scale: 1, x: 0, y: 0, icons: {},
@@ -252,8 +365,17 @@
       this.el.style.height = Math.min(max, Math.max(160, this.h + 24)) + "px";
       this.fit();
       let drag = null;
+      // The graph takes the wheel and touch only once it is engaged (clicked, tapped or
+      // tabbed into): before, they scroll the page as everywhere else.
+      this.el.addEventListener("focus", () => this.el.classList.add("engaged"));
+      this.el.addEventListener("focusout", (e) => {
+        if (!this.el.contains(e.relatedTarget)) this.el.classList.remove("engaged");
+      });
       this.el.addEventListener("pointerdown", (e) => {
         if (e.target.closest("a")) return;
+        const engaged = this.engaged();
+        if (!engaged) this.el.focus({ preventScroll: true });
+        if (e.pointerType === "touch" && !engaged) return;  // the first tap engages only
         drag = { x: e.clientX - this.x, y: e.clientY - this.y };
         this.el.setPointerCapture(e.pointerId);
         this.el.classList.add("dragging");
@@ -265,10 +387,13 @@
       const end = () => { drag = null; this.el.classList.remove("dragging"); };
       this.el.addEventListener("pointerup", end);
       this.el.addEventListener("pointercancel", end);
-      // The wheel scrolls the graph; with Ctrl (or a pinch) it zooms around the pointer.
+      // The wheel pans an engaged graph; with Ctrl or ⌘ (or a pinch) it zooms around
+      // the pointer, engaged or not; otherwise the page scrolls.
       this.el.addEventListener("wheel", (e) => {
+        const zoom = e.ctrlKey || e.metaKey;
+        if (!zoom && !this.engaged()) return;
         e.preventDefault();
-        if (e.ctrlKey || e.metaKey) {
+        if (zoom) {
           const r = this.el.getBoundingClientRect();
           this.zoom(e.deltaY < 0 ? 1.15 : 1 / 1.15, e.clientX - r.left, e.clientY - r.top);
         } else {
@@ -280,6 +405,15 @@
         if (b.dataset.zoom === "fit") this.fit();
         else this.zoom(b.dataset.zoom === "in" ? 1.25 : 0.8, r.width / 2, r.height / 2);
       }));
+      // A node opens with Enter as with a click (an SVG link does not by itself).
+      this.el.addEventListener("keydown", (e) => {
+        const link = e.target.closest && e.target.closest("a.node-link");
+        if (e.key !== "Enter" || !link) return;
+        const href = link.getAttribute("href");
+        if (!href) return;
+        e.preventDefault();
+        if (e.ctrlKey || e.metaKey) window.open(href, "_blank"); else location.href = href;
+      });
       // Keep a focused node in view when tabbing through the graph.
       this.el.addEventListener("focusin", (e) => {
         const g = e.target.closest("a.node-link");
@@ -296,13 +430,33 @@
         }
       });
     },
+    engaged() { return this.el.classList.contains("engaged"); },
+    // Where the first and the last task are drawn (the layout's order): the first
+    // view of any graph shows both.
+    ends() {
+      const nodes = $$("g.node", this.svg);
+      const at = (g) => {
+        const t = g && g.transform.baseVal.consolidate();
+        return t ? { x: t.matrix.e, y: t.matrix.f } : null;
+      };
+      return { first: at(nodes[0]), last: at(nodes[nodes.length - 1]) };
+    },
     fit() {
       const r = this.el.getBoundingClientRect();
       this.scale = Math.min(1, r.width / this.w, r.height / this.h);
-      // Below this the labels are unreadable: fit the width instead and scroll.
-      if (this.scale < 0.75) this.scale = Math.max(0.6, Math.min(1, r.width / this.w));
-      this.x = Math.max(0, (r.width - this.w * this.scale) / 2);
-      this.y = Math.max(0, (r.height - this.h * this.scale) / 2);
+      const { first, last } = this.ends();
+      if (this.scale < 0.75 && first && last) {
+        // Too big to show whole and readable: fit the width (every layer, so the
+        // first and the last task) and the rows between the two, then centre them.
+        const rows = Math.abs(last.y - first.y) + 60;
+        this.scale = Math.max(0.1, Math.min(1, r.width / this.w, r.height / rows));
+        this.x = Math.max(0, (r.width - this.w * this.scale) / 2);
+        const mid = (Math.min(first.y, last.y) + Math.max(first.y, last.y) + 30) / 2;
+        this.y = r.height / 2 - mid * this.scale;
+      } else {
+        this.x = Math.max(0, (r.width - this.w * this.scale) / 2);
+        this.y = Math.max(0, (r.height - this.h * this.scale) / 2);
+      }
       this.apply();
     },
     zoom(f, cx, cy) {
@@ -329,7 +483,9 @@
           $("text.ic", g).textContent = this.icons[state] || "?";
         }
         // A mapped task's node counts its items and opens their list.
-        $("title", g).textContent = task + ": " + (items[task] || state);
+        const words = task + ": " + (items[task] || state);
+        $("title", g).textContent = words;
+        link.setAttribute("aria-label", words);
         if (runId) {
           const run = "/dags/" + encodeURIComponent(dag) + "/runs/" + encodeURIComponent(runId);
           link.setAttribute("href", items[task] ? run + "?mapped=" + encodeURIComponent(task)
@@ -502,6 +658,7 @@
   };
 
   document.addEventListener("DOMContentLoaded", () => {
+    showPrefs();
     localTimes(document);
     graph.init();
     logs.init();
