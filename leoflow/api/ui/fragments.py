@@ -17,6 +17,7 @@ from html import escape
 from markupsafe import Markup
 
 from leoflow.api.ui.present import STATE_ICON, dag_url, quoted, run_url, task_url
+from leoflow.domain.cancelled import shown_run_state
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.graph_layout import EdgePath, GraphLayout, layout_graph
 from leoflow.domain.mapped_states import fold_items
@@ -170,7 +171,7 @@ def run_squares(dag_id: str, runs: Sequence[RunRow]) -> Markup:
     prefix = f"{dag_url(dag_id)}/runs/"
     out = []
     for r in runs:
-        st, run = r.state.value, escape(r.run_id)
+        st, run = shown_run_state(r.state, r.message), escape(r.run_id)
         late, words = ("", "") if r.deadline_missed_at is None else (" late", LATE_WORDS)
         out.append(
             f'<a class="sq s-{st}{late}" href="{prefix}{quoted(r.run_id)}" '
