@@ -99,13 +99,13 @@ async def search_log(
     summary="Search a try's log: the matching lines, with their numbers",
 )
 async def search_try_log(
+    q: Annotated[str, Query(description="text to find, within one line")],
     dag_id: str,
     run_id: str,
     task_id: str,
     try_number: Annotated[int, Path(ge=1, le=1_000_000)],
-    ctx: Ctx,
     who: Viewer,
-    q: Annotated[str, Query(description="text to find, within one line")],
+    ctx: Ctx,
     limit: Annotated[int, Query(ge=1, le=MAX_MATCHES)] = 200,
     case: Annotated[bool, Query(description="match case (default: ASCII case folded)")] = False,
 ) -> LogSearchOut:

@@ -50,9 +50,7 @@ class _Filters:
 
 def _filters(
     state: States = None,
-    run_type: Annotated[
-        list[RunType] | None, Query(description="only runs of these types")
-    ] = None,
+    run_type: Annotated[list[RunType] | None, Query(description="only runs of these types")] = None,
     cancelled: Annotated[
         bool | None,
         Query(description="true: only cancelled runs (failed by a cancel); false: none"),

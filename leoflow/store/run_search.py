@@ -17,8 +17,8 @@ from sqlalchemy.engine import Connection
 from leoflow.domain.cancelled import RUN_MESSAGE_PREFIX
 from leoflow.domain.states import RunState
 from leoflow.store.base import narrowed
-from leoflow.store.runs import _run_row
 from leoflow.store.rows import RunRow
+from leoflow.store.runs import _run_row
 from leoflow.store.schema import dag_runs
 from leoflow.store.store import Store
 
@@ -58,8 +58,8 @@ async def find_runs(
         _run.state.in_(sorted(RunState(s).value for s in which.states)) if which.states else None,
         _cancelled(which.cancelled),
         _run.run_type.in_(sorted(which.run_types)) if which.run_types else None,
-        None if which.date_from is None else RUN_DATE >= which.date_from,
-        None if which.date_to is None else RUN_DATE < which.date_to,
+        None if which.date_from is None else which.date_from <= RUN_DATE,
+        None if which.date_to is None else which.date_to > RUN_DATE,
         None if before is None else _run.pk < before,
     ).order_by(_run.pk.desc())
     stmt = stmt.limit(limit)

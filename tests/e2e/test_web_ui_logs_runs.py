@@ -8,7 +8,6 @@ the test's temp dir and to /tmp/ui-shots/.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
@@ -30,6 +29,7 @@ from tests.e2e.test_web_ui import (  # noqa: F401
     browser,
     make_lite,
     shot,
+    write_tokens,
 )
 
 LINES = 262_144
@@ -105,19 +105,11 @@ def test_a_viewer_searches_links_and_downloads_a_16_mib_log_and_finds_runs(
     shot: Callable[[Any, str], None],  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    tokens = write_tokens(tmp_path)
     dags = tmp_path / "dags"
     dags.mkdir()
-    (dags / "big_log.yaml").write_text(BIG_LOG)
-    (dags / "many_runs.yaml").write_text(MANY_RUNS)
-    tokens = tmp_path / "tokens.yaml"
-    tokens.write_text(
-        "tokens:\n"
-        + "".join(
-            f"  - {{name: {role}-user, role: {role}, "
-            f"sha256: {hashlib.sha256(tok.encode()).hexdigest()}}}\n"
-            for role, tok in TOKENS.items()
-        )
-    )
+    for name, text in (("big_log", BIG_LOG), ("many_runs", MANY_RUNS)):
+        (dags / f"{name}.yaml").write_text(text)
     lite = make_lite(dags=str(dags), LEOFLOW_API_TOKENS_FILE=str(tokens))
     _post(f"{lite.base}/api/v1/dags/big_log/runs", {"run_id": "big"}, TOKENS["operator"])
     _wait_success(lite, "big_log")
@@ -237,11 +229,14 @@ def test_a_viewer_searches_links_and_downloads_a_16_mib_log_and_finds_runs(
 
     # Phone width: none of these pages overflows sideways.
     phone = browser.new_context(viewport={"width": 390, "height": 844}, timezone_id="UTC")
-    assert phone.request.post(
-        lite.base + "/ui/login",
-        data=json.dumps({"token": TOKENS["viewer"]}),
-        headers={"Content-Type": "application/json", "Origin": lite.base},
-    ).status == 200
+    assert (
+        phone.request.post(
+            lite.base + "/ui/login",
+            data=json.dumps({"token": TOKENS["viewer"]}),
+            headers={"Content-Type": "application/json", "Origin": lite.base},
+        ).status
+        == 200
+    )
     small = phone.new_page()
     for url, name in (
         (task + "#L120", "45-phone-log"),

@@ -85,4 +85,5 @@ async def page_at_line(read: Read, size: int, number: int, over: bool) -> Slice 
         return None
     start, data = await _from_line_start(read, max(0, at - PAGE // 8), min(size, at + PAGE))
     data = whole_lines(data, ended=over and start + len(data) == size)
-    return Slice(start, data, await lines_before(read, start) + 1)
+    # The lines between the page's start and line ``number``'s: no second scan.
+    return Slice(start, data, number - data.count(b"\n", 0, at - start))

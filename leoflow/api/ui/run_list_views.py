@@ -56,10 +56,14 @@ def _day(query: Mapping[str, str], name: str, problems: list[str]) -> datetime |
     return day.replace(tzinfo=UTC)
 
 
-def _choice(query: Mapping[str, str], name: str, choices: tuple[str, ...], problems: list[str]) -> str:
+def _choice(
+    query: Mapping[str, str], name: str, choices: tuple[str, ...], problems: list[str]
+) -> str:
     raw = query.get(name) or "all"
     if raw not in choices:
-        problems.append(f"{name!r}: expected one of {', '.join(choices)}, not {raw[:40]!r}; left out")
+        problems.append(
+            f"{name!r}: expected one of {', '.join(choices)}, not {raw[:40]!r}; left out"
+        )
         return "all"
     return raw
 
@@ -70,11 +74,15 @@ def _cursor(query: Mapping[str, str], problems: list[str]) -> int | None:
         return None
     if raw.isascii() and raw.isdigit() and 0 < len(raw) < 19:
         return int(raw)
-    problems.append(f"'before': expected a page cursor (a run number), not {raw[:40]!r}; first page shown")
+    problems.append(
+        f"'before': expected a page cursor (a run number), not {raw[:40]!r}; first page shown"
+    )
     return None
 
 
-def _filter(dag_id: str | None, q: Mapping[str, str], problems: list[str]) -> tuple[RunFilter, dict[str, str]]:
+def _filter(
+    dag_id: str | None, q: Mapping[str, str], problems: list[str]
+) -> tuple[RunFilter, dict[str, str]]:
     state = _choice(q, "state", STATE_CHOICES, problems)
     kind = _choice(q, "type", TYPE_CHOICES, problems)
     start, end, at = _day(q, "from", problems), _day(q, "to", problems), _day(q, "at", problems)

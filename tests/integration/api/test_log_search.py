@@ -41,19 +41,17 @@ async def test_search_lists_numbered_lines_across_blocks(
     # hello/world are lines 1 and 2 (seed's log); line i of BODY is line i + 2.
     for i in (1, 30_000, 44_739, LINES):
         found = (await client.get(SEARCH, params={"q": f"line {i:06d} "}, headers=VIEWER)).json()
-        assert [(m["line"], m["text"][:11]) for m in found["matches"]] == [
-            (i + 2, f"line {i:06d}")
-        ]
+        assert [(m["line"], m["text"][:11]) for m in found["matches"]] == [(i + 2, f"line {i:06d}")]
         start = found["matches"][0]["offset"]
-        got = (await client.get(SEARCH[:-7], params={"offset": start, "limit": 11}, headers=VIEWER))
+        got = await client.get(SEARCH[:-7], params={"offset": start, "limit": 11}, headers=VIEWER)
         assert got.content == f"line {i:06d}".encode()
     assert found["size"] == 12 + len(BODY) and not found["truncated"]
     # Case folded by default, exact with case=true; bounded by limit, saying so.
     found = (await client.get(SEARCH, params={"q": "HELLO"}, headers=VIEWER)).json()
     assert [m["line"] for m in found["matches"]] == [1]
-    found = (await client.get(SEARCH, params={"q": "HELLO", "case": "true"}, headers=VIEWER))
+    found = await client.get(SEARCH, params={"q": "HELLO", "case": "true"}, headers=VIEWER)
     assert found.json()["matches"] == []
-    found = (await client.get(SEARCH, params={"q": "of the log", "limit": 5}, headers=VIEWER))
+    found = await client.get(SEARCH, params={"q": "of the log", "limit": 5}, headers=VIEWER)
     assert [m["line"] for m in found.json()["matches"]] == [3, 4, 5, 6, 7]
     assert found.json()["truncated"] is True
 
@@ -111,17 +109,13 @@ async def test_ui_search_page_at_a_line_and_download(
     assert missing.status_code == 404 and "no line 60003" in missing.json()["detail"]
     whole = await ui.get(f"/ui/log/download?{UI}")
     assert whole.status_code == 200 and whole.content == b"hello\nworld\n" + BODY
-    assert whole.headers["content-disposition"] == (
-        'attachment; filename="etl.r.extract.try1.log"'
-    )
+    assert whole.headers["content-disposition"] == ('attachment; filename="etl.r.extract.try1.log"')
 
 
 async def test_the_stream_sends_whole_numbered_lines(
     ui: httpx.AsyncClient,  # noqa: F811
     store: Store,
 ) -> None:
-    run = await store.find_run("etl", "q")
-    assert run is not None
     ti = await _extract(store, "q")
     await move(store, ti, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.RUNNING)
     await store.append_log(ti, 1, b"one\ntwo\nhalf")
@@ -134,7 +128,9 @@ async def test_the_stream_sends_whole_numbered_lines(
     assert re.findall(r'id=\\"L(\d+)\\"', text) == ["1", "2", "3"]
     # Resumed after line 2 (Last-Event-ID "offset:line"): line 3 only, numbered 3.
     headers = {"Last-Event-ID": "8:3"}
-    async with ui.stream("GET", "/ui/log/stream?dag=etl&run=q&task=extract&try=1", headers=headers) as r:
+    async with ui.stream(
+        "GET", "/ui/log/stream?dag=etl&run=q&task=extract&try=1", headers=headers
+    ) as r:
         text = (await r.aread()).decode()
     assert re.findall(r'id=\\"L(\d+)\\"', text) == ["3"] and "half" in text
 

@@ -98,7 +98,11 @@ async def test_runs_pages_filter_page_and_show_cancelled(
     r = await ui.post(
         "/ui/actions/cancel",
         json={"dag_id": "etl", "run_id": "m-cancel"},
-        headers={"Origin": "http://localhost", "Content-Type": "application/json", "X-CSRF-Token": csrf},
+        headers={
+            "Origin": "http://localhost",
+            "Content-Type": "application/json",
+            "X-CSRF-Token": csrf,
+        },
     )
     assert r.status_code == 200, r.text
     await _login(ui, "viewer")
@@ -127,8 +131,8 @@ async def test_runs_pages_filter_page_and_show_cancelled(
         ("before=-3", "&#39;before&#39;: expected a page cursor"),
         ("type=%E2%98%83", "&#39;type&#39;: expected one of"),
     ):
-        page = await ui.get(f"/runs?{query}")
-        assert page.status_code == 200 and words in page.text, query
+        answer = await ui.get(f"/runs?{query}")
+        assert answer.status_code == 200 and words in answer.text, query
     assert (await ui.get("/dags/nope/runs")).status_code == 404
 
 
