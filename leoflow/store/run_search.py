@@ -15,14 +15,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from leoflow.domain.cancelled import RUN_MESSAGE_PREFIX
-from leoflow.domain.states import RunState
+from leoflow.domain.reasons import EndReason
+from leoflow.domain.states import RunState, TaskState
 from leoflow.store.base import narrowed
 from leoflow.store.rows import RunRow
 from leoflow.store.runs import _run_row
-from leoflow.store.schema import dag_runs
+from leoflow.store.schema import dag_runs, task_instances
 from leoflow.store.store import Store
 
 _run = dag_runs.c
+_ti = task_instances.c
 RUN_DATE = sa.func.coalesce(_run.logical_date, _run.created_at)
 _CANCEL_MARK = sa.and_(
     _run.state == RunState.FAILED.value,
@@ -66,5 +68,26 @@ async def find_runs(
 
     def op(conn: Connection) -> list[RunRow]:
         return [_run_row(row) for row in conn.execute(stmt)]
+
+    return await store._read(op)
+
+
+async def cancelled_tasks(store: Store, run_pks: Collection[int]) -> dict[int, frozenset[str]]:
+    """``run pk -> ids of its task instances a cancel failed`` (failed, reason
+    cancelled), for a page's few runs: the grid and graph show them as cancelled."""
+    pks = sorted(set(run_pks))
+    if not pks:
+        return {}
+    stmt = sa.select(_ti.run_pk, _ti.task_id).where(
+        _ti.run_pk.in_(pks),
+        _ti.state == TaskState.FAILED.value,
+        _ti.reason == EndReason.CANCELLED.value,
+    )
+
+    def op(conn: Connection) -> dict[int, frozenset[str]]:
+        found: dict[int, set[str]] = {}
+        for run_pk, task_id in conn.execute(stmt):
+            found.setdefault(run_pk, set()).add(task_id)
+        return {pk: frozenset(ids) for pk, ids in found.items()}
 
     return await store._read(op)

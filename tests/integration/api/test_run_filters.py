@@ -149,3 +149,10 @@ async def test_a_cancelled_task_reads_cancelled(
     assert re.search(r"<h1>load <span class=\"badge s-cancelled\">", page)
     run_page = (await ui.get("/dags/etl/runs/q")).text
     assert "s-cancelled" in run_page
+    # The graph's node and the grid's square of run q say cancelled too.
+    dag_page = (await ui.get("/dags/etl?run=q")).text
+    assert re.search(
+        r'<g class="node s-cancelled" data-task="load" data-state="cancelled"', dag_page
+    )
+    assert 'class="sq s-cancelled" href="/dags/etl/runs/q/tasks/load"' in dag_page
+    assert 'class="sq s-failed" href="/dags/etl/runs/r/tasks/transform"' in dag_page
