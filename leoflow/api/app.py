@@ -14,7 +14,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from leoflow.api import backfills, dags, health, logs, pools, runs, tasks, tries
+from leoflow.api import backfills, dags, health, log_search, logs, pools, runs, tasks, tries
 from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
@@ -41,7 +41,7 @@ def create_app(
         title="Leoflow API",
         version=API_VERSION,
         description="DAGs, runs, task instances, logs and pools. Bearer tokens with roles "
-        "viewer (every GET), operator (trigger, cancel, clear, pause, logs) and admin "
+        "viewer (every GET, logs included), operator (trigger, cancel, clear, pause) and admin "
         "(apply DAGs, pools). /healthz, /readyz and /metrics are open.",
         docs_url="/docs",
         redoc_url=None,
@@ -54,7 +54,7 @@ def create_app(
         log_poll_interval=log_poll_interval,
         streams=LiveStreams.of(settings),
     )
-    for module in (health, dags, runs, tasks, tries, logs, pools, backfills):
+    for module in (health, dags, runs, tasks, tries, logs, log_search, pools, backfills):
         app.include_router(module.router)
     app.include_router(web_ui.router)  # the web UI at /, its assets and calls under /ui
 

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Header, HTTPException, Path, Query
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from leoflow.api.auth import Operator
+from leoflow.api.auth import Viewer
 from leoflow.api.context import ApiContext, Ctx
 from leoflow.api.live_streams import Ticket
 from leoflow.api.lookup import task_or_404
@@ -128,7 +128,7 @@ async def get_log(
     task_id: str,
     try_number: Annotated[int, Path(ge=1, le=1_000_000)],
     ctx: Ctx,
-    who: Operator,
+    who: Viewer,
     offset: Annotated[int | None, Query(ge=0, le=2**53)] = None,
     limit: Annotated[int | None, Query(ge=1, le=2**53)] = None,
     follow: Annotated[bool, Query(description="stream until the try is over")] = False,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import JSONResponse
 
 from leoflow.api.auth import Operator, Viewer
@@ -17,6 +19,7 @@ from leoflow.domain.dbt_run_select import RunSelectionError, run_tasks
 from leoflow.domain.states import RUN_TERMINAL, RunState
 from leoflow.store.errors import RunExists
 from leoflow.store.rows import TaskSeed
+from leoflow.store.run_search import RunFilter, find_runs
 
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
@@ -33,13 +36,56 @@ Before = Annotated[
 States = Annotated[list[RunState] | None, Query(description="only runs in these states")]
 
 
+RunType = Literal["manual", "scheduled", "local", "backfill"]
+
+
+@dataclass(frozen=True)
+class _Filters:
+    state: list[RunState] | None
+    run_type: list[RunType] | None
+    cancelled: bool | None
+    date_from: datetime | None
+    date_to: datetime | None
+
+
+def _filters(
+    state: States = None,
+    run_type: Annotated[list[RunType] | None, Query(description="only runs of these types")] = None,
+    cancelled: Annotated[
+        bool | None,
+        Query(description="true: only cancelled runs (failed by a cancel); false: none"),
+    ] = None,
+    date_from: Annotated[
+        datetime | None,
+        Query(description="runs dated at or after (logical date; a manual run's: made)"),
+    ] = None,
+    date_to: Annotated[datetime | None, Query(description="runs dated before")] = None,
+) -> _Filters:
+    return _Filters(state, run_type, cancelled, date_from, date_to)
+
+
+Filters = Annotated[_Filters, Depends(_filters)]
+
+
+def _stamp(value: datetime | None) -> float | None:
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+
+
 async def _page(
-    ctx: Ctx, dag_id: str | None, state: list[RunState] | None, before: int | None, limit: int
+    ctx: Ctx, dag_id: str | None, f: _Filters, before: int | None, limit: int
 ) -> RunPage:
-    # One row more than asked says whether another page exists.
-    rows = await ctx.store.list_runs(
-        dag_id=dag_id, states=state or None, limit=limit + 1, before_pk=before
+    which = RunFilter(
+        dag_id=dag_id,
+        states=f.state or (),
+        cancelled=f.cancelled,
+        run_types=f.run_type or (),
+        date_from=_stamp(f.date_from),
+        date_to=_stamp(f.date_to),
     )
+    # One row more than asked says whether another page exists.
+    rows = await find_runs(ctx.store, which, limit=limit + 1, before=before)
     more = len(rows) > limit
     rows = rows[:limit]
     return RunPage(
@@ -51,12 +97,12 @@ async def _page(
 async def list_runs(
     ctx: Ctx,
     who: Viewer,
+    filters: Filters,
     dag_id: Annotated[str | None, Query(max_length=200)] = None,
-    state: States = None,
     before: Before = None,
     limit: Limit = 100,
 ) -> RunPage:
-    return await _page(ctx, dag_id, state, before, limit)
+    return await _page(ctx, dag_id, filters, before, limit)
 
 
 @router.get("/dags/{dag_id}/runs", response_model=RunPage, summary="List a DAG's runs")
@@ -64,11 +110,11 @@ async def list_dag_runs(
     dag_id: str,
     ctx: Ctx,
     who: Viewer,
-    state: States = None,
+    filters: Filters,
     before: Before = None,
     limit: Limit = 100,
 ) -> RunPage:
-    return await _page(ctx, dag_id, state, before, limit)
+    return await _page(ctx, dag_id, filters, before, limit)
 
 
 @router.post(

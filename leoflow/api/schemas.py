@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from leoflow.domain.cancelled import run_cancelled
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.outputs import item_of
@@ -201,6 +202,9 @@ class RunOut(_Out):
     deadline_missed_at: datetime | None = Field(
         None, description="when the run was found past its DAG's deadline; null if not"
     )
+    cancelled: bool = Field(
+        False, description="failed by a cancel (state stays failed; the message says who)"
+    )
 
 
 class RunPage(_Out):
@@ -229,6 +233,7 @@ def run_out(row: RunRow) -> RunOut:
         ended_at=ts(row.ended_at),
         message=row.message,
         deadline_missed_at=ts(row.deadline_missed_at),
+        cancelled=run_cancelled(row.state, row.message),
     )
 
 

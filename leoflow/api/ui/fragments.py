@@ -17,6 +17,7 @@ from html import escape
 from markupsafe import Markup
 
 from leoflow.api.ui.present import STATE_ICON, dag_url, quoted, run_url, task_url
+from leoflow.domain.cancelled import CANCELLED, shown_run_state
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.graph_layout import EdgePath, GraphLayout, layout_graph
 from leoflow.domain.mapped_states import fold_items
@@ -80,6 +81,7 @@ def graph_nodes(
     run: RunRow | None,
     states: Mapping[str, TaskState],
     mapped: Collection[str] = (),
+    cancelled: Collection[str] = (),
 ) -> Markup:
     """Each node coloured and labelled by its state in ``run`` (``none`` without one);
     a mapped task by its items' worst state, its title counting them, its link to
@@ -92,6 +94,8 @@ def graph_nodes(
         if folded is not None:
             state = folded.worst
         st = state.value if state is not None else "none"
+        if n.task_id in cancelled:
+            st = CANCELLED
         task = escape(n.task_id)
         words = escape(folded.words()) if folded is not None else st
         href = ""
@@ -121,6 +125,8 @@ def graph_nodes(
 class GridColumn:
     run: RunRow
     states: dict[str, TaskState] = field(default_factory=dict)
+    # Its task instances a cancel failed: shown as cancelled, not failed.
+    cancelled: frozenset[str] = frozenset()
 
 
 def grid_rows(
@@ -150,7 +156,7 @@ def grid_rows(
             elif state is None:
                 cells.append('<td><span class="sq s-none" title="not in this run">·</span></td>')
             else:
-                st = state.value
+                st = CANCELLED if t in c.cancelled else state.value
                 cells.append(_square(st, f"{prefix}{link}", f"{task} in {run}: {st}"))
         rows.append(f'<tr><th scope="row" class="task-col">{task}</th>{"".join(cells)}</tr>')
     return Markup("\n".join(rows))
@@ -170,7 +176,7 @@ def run_squares(dag_id: str, runs: Sequence[RunRow]) -> Markup:
     prefix = f"{dag_url(dag_id)}/runs/"
     out = []
     for r in runs:
-        st, run = r.state.value, escape(r.run_id)
+        st, run = shown_run_state(r.state, r.message), escape(r.run_id)
         late, words = ("", "") if r.deadline_missed_at is None else (" late", LATE_WORDS)
         out.append(
             f'<a class="sq s-{st}{late}" href="{prefix}{quoted(r.run_id)}" '

@@ -26,6 +26,7 @@ from leoflow.api.ui.respond import (
     sse,
     too_many_streams,
 )
+from leoflow.domain.cancelled import CANCELLED
 from leoflow.domain.mapped_states import fold_items, with_items_folded
 
 log = logging.getLogger("leoflow.api.ui")
@@ -42,7 +43,11 @@ async def _live_payload(
     payload: dict[str, Any] = {"regions": pages.render_regions(page, context)}
     if page.name == "dag":
         states, mapped = context["selected_states"], context["mapped"]
-        payload["nodes"] = {t: st.value for t, st in with_items_folded(states, mapped).items()}
+        gone = context["selected_cancelled"]  # failed by a cancel: shown as cancelled
+        payload["nodes"] = {
+            t: CANCELLED if t in gone else st.value
+            for t, st in with_items_folded(states, mapped).items()
+        }
         payload["mapped"] = {t: items.words() for t, items in fold_items(states, mapped).items()}
         selected = context["selected"]
         payload["run"] = None if selected is None else selected.run_id

@@ -16,7 +16,7 @@ import jinja2
 from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
-from leoflow.api.ui import backfill_views, gantt, present, run_views, views, waiting
+from leoflow.api.ui import backfill_views, gantt, present, run_list_views, run_views, views, waiting
 from leoflow.api.ui.session import Session
 from leoflow.api.ui.timed import timed
 from leoflow.domain.states import TASK_TERMINAL
@@ -54,6 +54,10 @@ async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) 
 
 async def _run(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
     return await run_views.run_view(ctx, a[0], a[1], _int(q, "after", None, 0, 2**62), q)
+
+
+async def _runs(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
+    return await run_list_views.runs_view(ctx, a[0] if a else None, q)
 
 
 async def _gantt(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
@@ -106,6 +110,7 @@ PAGES = {
     "run": Page("run", "run.html", _run, ("run_head", "run_tasks")),
     "task": Page("task", "task.html", _task, ("task_head", "tries")),
     "gantt": Page("gantt", "gantt.html", _gantt, ("gantt_chart",)),
+    "runs": Page("runs", "runs.html", _runs, ()),
     "backfills": Page("backfills", "backfills.html", _backfills, ("bf_rows",)),
     "backfill": Page("backfill", "backfill.html", _backfill, ("bf_head", "bf_points")),
     "waiting": Page("waiting", "waiting.html", _waiting, ("wait_groups",)),
@@ -124,10 +129,14 @@ def resolve(path: str) -> tuple[Page, list[str]] | None:
         return PAGES["dags"], []
     if n == 1 and parts[0] in ("waiting", "pools"):
         return PAGES[parts[0]], []
+    if n == 1 and parts[0] == "runs":
+        return PAGES["runs"], []
     if parts[0] != "dags":
         return None
     if n == 2:
         return PAGES["dag"], parts[1:]
+    if n == 3 and parts[2] == "runs":
+        return PAGES["runs"], parts[1:2]
     if n == 3 and parts[2] == "backfills":
         return PAGES["backfills"], parts[1:2]
     if n == 4 and parts[2] == "backfills":
@@ -166,6 +175,11 @@ def _env() -> jinja2.Environment:
         icons=present.STATE_ICON,
         quoted=present.quoted,
         terminal_states=TASK_TERMINAL,
+        run_state=present.run_state,
+        ti_state=present.ti_state,
+        run_date=present.run_date,
+        seconds=present.run_seconds,
+        short_date=present.short_date,
     )
     env.filters["sv"] = lambda state: getattr(state, "value", state)
     env.filters["timed"] = timed

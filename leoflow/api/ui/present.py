@@ -9,9 +9,10 @@ from typing import Protocol
 from urllib.parse import quote
 
 from leoflow.api.auth import Principal, Role
+from leoflow.domain.cancelled import shown_run_state, shown_task_state
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.durations import format_duration
-from leoflow.store.rows import RunRow
+from leoflow.store.rows import RunRow, TaskInstanceRow
 
 STATE_ICON = {
     "success": "\u2713",
@@ -23,6 +24,7 @@ STATE_ICON = {
     "upstream_failed": "\u2298",
     "skipped": "\u00bb",
     "none": "\u25cb",
+    "cancelled": "\u2715",
 }
 
 EXIT_WORDS = {
@@ -150,3 +152,29 @@ class Viewer:
     @property
     def can_admin(self) -> bool:
         return self.principal.role >= Role.ADMIN
+
+
+def run_state(run: RunRow) -> str:
+    """A run's state as shown: cancelled apart from failed."""
+    return shown_run_state(run.state, run.message)
+
+
+def ti_state(ti: TaskInstanceRow) -> str:
+    return shown_task_state(ti.state, ti.reason)
+
+
+def run_date(run: RunRow) -> float:
+    """A run's date: its logical date, or when it was made (a manual run has none)."""
+    return run.logical_date if run.logical_date is not None else run.created_at
+
+
+def run_seconds(run: RunRow, now: float) -> float:
+    """How long the run took (so far); 0 before it started."""
+    if run.started_at is None:
+        return 0.0
+    return max(0.0, (run.ended_at if run.ended_at is not None else now) - run.started_at)
+
+
+def short_date(ts: float) -> str:
+    """A grid column's date, in UTC: month-day hour:minute."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M")

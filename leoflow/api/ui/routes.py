@@ -92,6 +92,8 @@ for _path in (
     "/pools",
     "/dags/{dag_id}",
     "/dags/{dag_id}/runs/{run_id}",
+    "/runs",
+    "/dags/{dag_id}/runs",
     "/dags/{dag_id}/backfills",
     "/dags/{dag_id}/backfills/{pk}",
     "/dags/{dag_id}/runs/{run_id}/tasks/{task_id}",

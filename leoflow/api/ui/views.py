@@ -34,6 +34,7 @@ from leoflow.api.ui.present import dag_url, exit_words, pod_of
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.store.rows import DagRow, RunRow
+from leoflow.store.run_search import cancelled_tasks
 
 DAGS_PAGE = 25
 LAST_RUNS = 8
@@ -168,8 +169,13 @@ async def dag_view(
         selected = latest[0] if latest else None
     wanted = [r.pk for r in shown] + ([selected.pk] if selected is not None else [])
     by_run = await store.task_states_of_runs(wanted)
-    columns = [GridColumn(r, by_run.get(r.pk, {})) for r in reversed(shown)]
+    cancelled = await cancelled_tasks(store, wanted)
+    columns = [
+        GridColumn(r, by_run.get(r.pk, {}), cancelled.get(r.pk, frozenset()))
+        for r in reversed(shown)
+    ]
     selected_states = by_run.get(selected.pk, {}) if selected is not None else {}
+    selected_cancelled = cancelled.get(selected.pk, frozenset()) if selected else frozenset()
     order = drawing.order
     mapped = mapped_tasks(spec)
     return {
@@ -177,7 +183,15 @@ async def dag_view(
         "spec": spec,
         "layout": drawing.layout,
         "edges": drawing.edges,
-        "nodes": graph_nodes(drawing.layout, dag_id, selected, selected_states, mapped),
+        "nodes": graph_nodes(
+            drawing.layout,
+            dag_id,
+            selected,
+            selected_states,
+            mapped,
+            selected_cancelled,
+        ),
+        "selected_cancelled": selected_cancelled,
         "grid_rows": grid_rows(dag_id, order, columns, mapped),
         "mapped": mapped,
         "order": order,

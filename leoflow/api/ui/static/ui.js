@@ -568,8 +568,10 @@
   };
 
   // -------------------------------------------------------------------- logs
+  // The log is shown in numbered lines (#L120 links one), a page at a time: earlier
+  // and later pages load on demand, a search runs on the server and lists lines.
   const logs = {
-    el: null, start: 0, end: 0, source: null,
+    el: null, start: 0, end: 0, nextLine: 1, size: 0, source: null, detached: false,
     params() {
       const d = this.el.dataset;
       return "dag=" + encodeURIComponent(d.dag) + "&run=" + encodeURIComponent(d.run) +
@@ -579,48 +581,140 @@
       this.el = $("#log");
       if (!this.el) return;
       $("#log-earlier").addEventListener("click", () => this.loadEarlier());
+      $("#log-later").addEventListener("click", () => this.loadLater());
+      $("#log-search").addEventListener("submit", (e) => { e.preventDefault(); this.search(); });
+      $("#log-hits").addEventListener("click", (e) => {
+        const link = e.target.closest("a[data-line]");
+        if (!link) return;
+        e.preventDefault();
+        this.jump(Number(link.dataset.line));
+      });
+      const wrap = $("#log-wrap");
+      wrap.checked = localStorage.getItem("leoflow.logWrap") !== "no";
+      const wrapped = () => {
+        $("#log-text").classList.toggle("wrap", wrap.checked);
+        localStorage.setItem("leoflow.logWrap", wrap.checked ? "yes" : "no");
+      };
+      wrap.addEventListener("change", wrapped);
+      wrapped();
+      window.addEventListener("hashchange", () => { const n = this.hashLine(); if (n) this.jump(n); });
       // Try 0: no try yet; liveChanged loads the first one when it starts.
-      if (this.el.dataset.try !== "0") await this.load();
+      if (this.el.dataset.try !== "0") {
+        const n = this.hashLine();
+        if (n) await this.jump(n); else await this.load();
+      }
+    },
+    hashLine() {
+      const m = /^#L(\d{1,15})$/.exec(location.hash);
+      return m ? Number(m[1]) : 0;
+    },
+    async fetchPage(extra) {
+      const response = await fetch("/ui/log?" + this.params() + extra, { credentials: "same-origin" });
+      if (!response.ok) {
+        let why = "";
+        try { why = (await response.json()).detail || ""; } catch (e) { /* not JSON */ }
+        $("#log-status").textContent = "Cannot read the log (" + response.status + ")" + (why ? ": " + why : ".");
+        return null;
+      }
+      return response.json();
+    },
+    show(page) {
+      const text = $("#log-text");
+      text.innerHTML = page.html;
+      this.start = page.start; this.end = page.end; this.nextLine = page.next_line; this.size = page.size;
+      $("#log-download").href = "/ui/log/download?" + this.params();
+      this.buttons();
     },
     async load() {
+      const page = await this.fetchPage("");
+      if (!page) return;
+      this.detached = false;
+      this.show(page);
       const text = $("#log-text");
-      const response = await fetch("/ui/log?" + this.params(), { credentials: "same-origin" });
-      if (!response.ok) { $("#log-status").textContent = "Cannot read the log (" + response.status + ")."; return; }
-      const page = await response.json();
-      text.innerHTML = page.html;
-      this.start = page.start; this.end = page.end;
-      this.earlier();
       text.scrollTop = text.scrollHeight;
-      this.describe(page.size);
+      this.describe();
       if (this.el.dataset.live === "yes") this.follow();
     },
-    describe(size) {
+    async jump(n) {
+      const here = document.getElementById("L" + n);
+      if (!here) {
+        const page = await this.fetchPage("&line=" + n);
+        if (!page) return;
+        if (this.source) { this.source.close(); this.source = null; }
+        this.detached = page.end < page.size || this.el.dataset.live === "yes";
+        this.show(page);
+        this.describe();
+      }
+      const line = document.getElementById("L" + n);
+      if (!line) return;
+      this.el.querySelectorAll(".ll.hit").forEach((el) => el.classList.remove("hit"));
+      line.classList.add("hit");
+      if (location.hash !== "#L" + n) history.replaceState(null, "", "#L" + n);
+      const text = $("#log-text");
+      text.scrollTop = line.offsetTop - text.offsetTop - text.clientHeight / 3;
+    },
+    describe() {
       const shown = this.end - this.start;
-      $("#log-status").textContent = size === 0 ? "The log is empty." :
-        (this.start > 0 ? `Showing the last ${shown} of ${size} bytes.` : `${size} bytes.`) +
+      $("#log-status").textContent = this.size === 0 ? "The log is empty." :
+        (shown < this.size ? `Showing bytes ${this.start}–${this.end} of ${this.size}.` : `${this.size} bytes.`) +
         (this.source ? " Following live…" : "");
     },
-    earlier() { $("#log-earlier").hidden = this.start === 0; },
+    buttons() {
+      $("#log-earlier").hidden = this.start === 0;
+      $("#log-later").hidden = !this.detached;
+    },
     async loadEarlier() {
-      const response = await fetch("/ui/log?" + this.params() + "&before=" + this.start, { credentials: "same-origin" });
-      if (!response.ok) return;
-      const page = await response.json();
+      const page = await this.fetchPage("&before=" + this.start);
+      if (!page) return;
       const text = $("#log-text");
       const height = text.scrollHeight;
       text.insertAdjacentHTML("afterbegin", page.html);
       text.scrollTop += text.scrollHeight - height;
-      this.start = page.start;
-      this.earlier();
-      this.describe(page.size);
+      this.start = page.start; this.size = page.size;
+      this.buttons();
+      this.describe();
+    },
+    async loadLater() {
+      const page = await this.fetchPage("&after=" + this.end);
+      if (!page) return;
+      $("#log-text").insertAdjacentHTML("beforeend", page.html);
+      this.end = page.end; this.nextLine = page.next_line; this.size = page.size;
+      if (this.end >= this.size) {
+        this.detached = false;
+        if (this.el.dataset.live === "yes") this.follow();
+      }
+      this.buttons();
+      this.describe();
+    },
+    async search() {
+      const q = $("#log-q").value;
+      const words = $("#log-found-words");
+      $("#log-found").hidden = false;
+      $("#log-hits").innerHTML = "";
+      if (!q.trim()) { words.textContent = "Type something to search for."; return; }
+      words.textContent = "Searching…";
+      const url = "/ui/log/search?" + this.params() + "&q=" + encodeURIComponent(q) +
+        ($("#log-case").checked ? "&case=true" : "");
+      const response = await fetch(url, { credentials: "same-origin" });
+      let body = {};
+      try { body = await response.json(); } catch (e) { /* not JSON */ }
+      if (!response.ok) {
+        const detail = Array.isArray(body.detail) ? body.detail.map((d) => d.msg).join("; ") : body.detail;
+        words.textContent = "Cannot search: " + (detail || "the server answered " + response.status) + ".";
+        return;
+      }
+      words.textContent = body.words;
+      $("#log-hits").innerHTML = body.html;
     },
     follow() {
-      if (this.source) return;
+      if (this.source || this.detached) return;
       const text = $("#log-text");
-      this.source = new EventSource("/ui/log/stream?" + this.params() + "&offset=" + this.end);
+      this.source = new EventSource("/ui/log/stream?" + this.params() + "&offset=" + this.end + "&line=" + this.nextLine);
       this.source.addEventListener("log", (e) => {
         const stick = text.scrollTop + text.clientHeight >= text.scrollHeight - 4;
         text.insertAdjacentHTML("beforeend", JSON.parse(e.data).html);
-        this.end = Number(e.lastEventId || this.end);
+        const [end, line] = (e.lastEventId || "").split(":").map(Number);
+        if (end) { this.end = end; this.nextLine = line; this.size = Math.max(this.size, end); }
         if (stick) text.scrollTop = text.scrollHeight;
         $("#log-status").textContent = `${this.end} bytes. Following live…`;
       });
@@ -649,10 +743,13 @@
         this.el.dataset.live = isLive ? "yes" : "no";
         $("#log-text").innerHTML = "";
         $("#log-text").hidden = false;
+        $(".log-tools", this.el).hidden = false;
+        $("#log-found").hidden = true;
         $("#log-text").setAttribute("aria-label", "log of try " + latestTry);
         this.load();
         return;
       }
+      this.el.dataset.live = isLive ? "yes" : "no";
       if (isLive && !this.source) this.follow();
     },
   };
