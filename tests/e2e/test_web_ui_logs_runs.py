@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 # The browser, Lite and screenshot fixtures of the web UI's own browser test.
@@ -31,6 +32,10 @@ from tests.e2e.test_web_ui import (  # noqa: F401
     shot,
     write_tokens,
 )
+
+# A 16 MiB log and 1,008 runs are made and read in the browser: minutes on a loaded
+# machine, not the suite's default two.
+pytestmark = pytest.mark.timeout(600)
 
 LINES = 262_144
 BIG_LOG = f"""\
