@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -34,17 +34,45 @@ async def _run(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     dag: str,
-    kubelet: FakeKubelet | None = None,
+    *,
+    during: Callable[[Runtime, FakeKubelet], Awaitable[None]] | None = None,
+    after: Callable[[Runtime], Awaitable[None]] | None = None,
 ) -> tuple[RunState, dict[str, TaskInstance], Runtime]:
+    """Run ``dag`` to its end; ``during`` runs beside it, ``after`` once it ended, both
+    while the scheduler and the kubelet still run."""
     settings = kube_lite_settings(server, tmp_path, monkeypatch)
     path = tmp_path / "dag.yaml"
     path.write_text(dag)
     loaded = load_dag_file(path, LoadOptions(passthrough=settings.task_pod_passthrough))
-    async with kubelet or FakeKubelet(server, run_commands=True, namespace=TASK_NS):
+    seen: list[Runtime] = []
+    async with FakeKubelet(server, run_commands=True, namespace=TASK_NS) as kubelet:
         async with asyncio.timeout(120):
-            final, runtime = await run_dag(settings, loaded, executor_name="kubernetes")
+            running = asyncio.create_task(
+                run_dag(settings, loaded, executor_name="kubernetes", watch=seen.append)
+            )
+            if during is not None:
+                while not seen:
+                    await asyncio.sleep(0.01)
+                await during(seen[0], kubelet)
+            final, runtime = await running
+            if after is not None:
+                await after(runtime)
         tis = {t.task_id: t for t in await runtime.store.list_task_instances(run_pk=final.pk)}
     return final.state, tis, runtime
+
+
+def _warm_pods(server: FakeApiServer) -> dict[str, str]:
+    """Warm pods on the apiserver: name -> phase."""
+    return {
+        p["metadata"]["name"]: (p.get("status") or {}).get("phase", "Pending")
+        for p in server.store.objects("pods", TASK_NS)
+        if p["metadata"]["labels"].get("leoflow.io/warm") == "true"
+    }
+
+
+async def _until(check: Callable[[], Awaitable[bool]]) -> None:
+    while not await check():
+        await asyncio.sleep(0.05)
 
 
 def _warm_pod(ti: TaskInstance) -> tuple[str, int]:
@@ -93,3 +121,125 @@ async def test_a_chain_runs_in_one_warm_pod_each_task_clean(
         await runtime.close()
     assert server.counts[("create", "", "pods")] == 1
     assert server.counts[("list", "", "pods")] == 1
+
+
+OOM = """
+dag_id: warm_oom
+kubernetes:
+  reuse_pods: {max_pods: 1, idle_timeout: 30s}
+tasks:
+  hungry:
+    env: {EVENTS: "%s"}
+    command: printf 'oom 2\\noom_kill 1\\n' > "$EVENTS"; kill -9 $$
+  after:
+    depends_on: [hungry]
+    trigger_rule: all_done
+    command: echo after
+"""
+
+
+async def test_an_oom_retires_the_pod_and_the_next_task_gets_a_fresh_one(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    events = cgroup / "memory.events"
+    events.write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\noom_group_kill 0\n")
+    monkeypatch.setenv("LEOFLOW_CGROUP_ROOT", str(cgroup))  # the kubelet passes it on
+    state, tis, runtime = await _run(server, tmp_path, monkeypatch, OOM % events)
+    assert tis["hungry"].state is TaskState.FAILED
+    assert tis["hungry"].reason == "oom", tis["hungry"].message
+    assert tis["after"].state is TaskState.SUCCESS
+    await runtime.close()
+    (first, nth1), (second, nth2) = _warm_pod(tis["hungry"]), _warm_pod(tis["after"])
+    assert first != second and (nth1, nth2) == (1, 1)
+    assert server.counts[("create", "", "pods")] == 2
+
+
+CHAIN_OF_THREE = """
+dag_id: warm_max
+kubernetes:
+  reuse_pods: {max_pods: 1, idle_timeout: 30s, max_tasks_per_pod: 2}
+tasks:
+  a: {command: "echo a"}
+  b: {command: "echo b", depends_on: [a]}
+  c: {command: "echo c", depends_on: [b]}
+"""
+
+
+async def test_max_tasks_per_pod_retires_the_pod(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, tis, runtime = await _run(server, tmp_path, monkeypatch, CHAIN_OF_THREE)
+    await runtime.close()
+    assert state is RunState.SUCCESS
+    pods = {t: _warm_pod(ti) for t, ti in tis.items()}
+    assert pods["a"][0] == pods["b"][0] != pods["c"][0]
+    assert [pods[t][1] for t in "abc"] == [1, 2, 1]
+    assert server.counts[("create", "", "pods")] == 2
+
+
+IDLE = """
+dag_id: warm_idle
+kubernetes:
+  reuse_pods: {max_pods: 3, idle_timeout: 300ms}
+tasks:
+  a: {command: "echo a"}
+  b: {command: "echo b"}
+  c: {command: "echo c"}
+"""
+
+
+async def test_idle_pods_retire_and_the_dag_scales_to_zero(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def all_ended(runtime: Runtime) -> None:
+        async def ended() -> bool:
+            phases = _warm_pods(server)
+            return bool(phases) and set(phases.values()) == {"Succeeded"}
+
+        await _until(ended)
+        pool = runtime.executor.warm_pool  # type: ignore[attr-defined]
+        await _until(lambda: _true(not pool.pods))
+
+    state, _, runtime = await _run(server, tmp_path, monkeypatch, IDLE, after=all_ended)
+    await runtime.close()
+    assert state is RunState.SUCCESS
+    assert 1 <= server.counts[("create", "", "pods")] <= 3
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+DIES = """
+dag_id: warm_dies
+kubernetes:
+  reuse_pods: {max_pods: 1, idle_timeout: 30s}
+tasks:
+  slow:
+    command: if [ "$LEOFLOW_TRY_NUMBER" -lt 2 ]; then echo started; sleep 60; fi; echo done
+"""
+
+
+async def test_a_warm_pod_dying_mid_task_costs_the_try_no_retry(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def kill_the_pod(runtime: Runtime, kubelet: FakeKubelet) -> None:
+        async def running() -> bool:
+            tis = await runtime.store.list_task_instances()
+            return any(t.state is TaskState.RUNNING for t in tis)
+
+        await _until(running)
+        (name,) = _warm_pods(server)
+        assert kubelet.lose(TASK_NS, name)
+
+    state, tis, runtime = await _run(server, tmp_path, monkeypatch, DIES, during=kill_the_pod)
+    try:
+        # No retries declared: a second try only because the first cost none.
+        assert state is RunState.SUCCESS, tis["slow"]
+        assert tis["slow"].try_number == 2
+        assert b"done" in await runtime.store.read_log(tis["slow"].pk, 2)
+    finally:
+        await runtime.close()
+    assert server.counts[("create", "", "pods")] == 2
