@@ -60,7 +60,7 @@ from leoflow.kube.records import (
 )
 from leoflow.kube.tries import AGENT_COULD_NOT_REPORT, Key, Tries, Try, fmt_seconds
 from leoflow.kube.warm import WarmPool
-from leoflow.kube.warm_pod import pod_shape
+from leoflow.kube.warm_pod import pod_shape, warm_ref
 from leoflow.settings import Settings
 
 log = logging.getLogger("leoflow.kube.executor")
@@ -251,6 +251,14 @@ class KubernetesExecutor:
         alive: set[Key] = set()
         for attempt in attempts:
             key = (attempt.ti_pk, attempt.try_number)
+            warm = warm_ref(attempt.executor_ref)
+            if warm is not None:  # started in a warm pod: alive while that pod is
+                record = self.cache.get(warm[0]) if synced else None
+                if synced and (record is None or record.terminal or record.deleting):
+                    continue
+                self.warm_pool.adopt_running(key, warm[0], warm[1], record)
+                alive.add(key)
+                continue
             name = pod_name(attempt.dag_id, attempt.task_id, attempt.ti_pk, attempt.try_number)
             record = self.cache.get(name) if synced else None
             if synced and record is None:

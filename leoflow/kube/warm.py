@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.execution import Launch, LaunchWaiting, Report, TaskFinished
-from leoflow.domain.reasons import EndReason
+from leoflow.domain.reasons import EndReason, WaitNote
 from leoflow.domain.warm_pods import NextWork, PodTicketUse, ReusePods
+from leoflow.kube import metrics
 from leoflow.kube.objects import JsonObj
 from leoflow.kube.records import Outcome, PodRecord, terminal_outcome, waiting_outcome
 from leoflow.kube.tries import Key
@@ -35,8 +36,6 @@ from leoflow.kube.warm_pod import build_warm_pod, warm_pod_name
 
 log = logging.getLogger("leoflow.kube.warm")
 
-WAITING_FOR_POD = "warm_pod_starting"
-WAITING_FOR_ROOM = "warm_pod_limit"
 Shape = tuple[str, str]  # (dag_id, shape)
 
 
@@ -75,6 +74,8 @@ class WarmStats:
     created: int = 0
     handed: int = 0
     retired: dict[str, int] = field(default_factory=dict)
+    # When each of the latest tries was handed to a pod (benchmarks/bench_warm.py).
+    handed_at: dict[Key, float] = field(default_factory=dict)
 
 
 class WarmPool:
@@ -127,14 +128,16 @@ class WarmPool:
         self._finish(work, EndReason.CANCELLED, f"cancelled ({work.cancelled}) before it ran")
         return True
 
-    def adopt_running(self, key: Key, pod_name: str, nth: int, record: PodRecord) -> None:
-        """After a failover: a try the store says runs in this warm pod."""
+    def adopt_running(self, key: Key, pod_name: str, nth: int, record: PodRecord | None) -> None:
+        """After a failover: a try the store says runs in this warm pod. The pod is
+        known from here on (its DAG from its token when it next asks for work)."""
         pod = self.pods.get(pod_name)
         if pod is None:
-            reuse = ReusePods(max_tasks_per_pod=max(nth, 1))
-            pod = self.pods[pod_name] = WarmPod(
-                pod_name, "", record.shape or "", reuse, self._clock(), uid=record.uid
-            )
+            shape = record.shape if record is not None and record.shape else ""
+            pod = WarmPod(pod_name, "", shape, ReusePods(), self._clock())
+            self.pods[pod_name] = pod
+        if record is not None:
+            pod.uid = record.uid
         pod.asked, pod.pending, pod.tasks = True, False, max(pod.tasks, nth)
         pod.running = Work(key, pod.dag_id, "", pod.shape, {}, pod.reuse)
         self.works[key] = pod.running
@@ -248,6 +251,9 @@ class WarmPool:
     def pods_of(self, dag_id: str) -> list[WarmPod]:
         return [p for p in self.pods.values() if p.dag_id == dag_id]
 
+    def _count(self, dag_id: str) -> None:
+        metrics.WARM_PODS.labels(dag_id).set(len(self.pods_of(dag_id)))
+
     # ---- inside ----------------------------------------------------------------------
 
     def _learn_reuse(self, pod: WarmPod) -> None:
@@ -268,6 +274,9 @@ class WarmPool:
         pod.running = work
         pod.tasks += 1
         self.stats.handed += 1
+        if len(self.stats.handed_at) >= 4096:
+            self.stats.handed_at.clear()
+        self.stats.handed_at[work.key] = self._clock()
         if work.note is not None:
             work.note = None
             self._note(work, None, None)
@@ -293,12 +302,14 @@ class WarmPool:
         pod.retiring = True
         kind = why.split(" (")[0]
         self.stats.retired[kind] = self.stats.retired.get(kind, 0) + 1
+        metrics.WARM_POD_RETIREMENTS.labels(kind).inc()
         log.info("warm pod %s retires: %s", pod.name, why)
         self._dispatch(pod.dag_id, pod.shape)
         return NextWork(retire=True, reason=why)
 
     def _gone(self, pod: WarmPod, why: str, record: PodRecord | None = None) -> None:
-        self.pods.pop(pod.name, None)
+        if self.pods.pop(pod.name, None) is not None:
+            self._count(pod.dag_id)
         if pod.ticket_hash is not None:
             self._tickets.pop(pod.ticket_hash, None)
         if pod.waiter is not None and not pod.waiter.done():
@@ -349,12 +360,16 @@ class WarmPool:
         starting = sum(1 for p in same if not p.asked and not p.retiring)
         for work in waiting:
             if starting:
-                self._note(work, WAITING_FOR_POD, "waiting for a warm pod to start")
+                self._note(
+                    work,
+                    WaitNote.WARM_POD_STARTING,
+                    "admitted (it holds its slots); waiting for a warm pod to start",
+                )
             else:
                 self._note(
                     work,
-                    WAITING_FOR_ROOM,
-                    f"waiting for a warm pod of its shape to free up (max_pods "
+                    WaitNote.WARM_POD_LIMIT,
+                    f"admitted (it holds its slots); waiting for a warm pod of its shape to free up (max_pods "
                     f"{reuse.max_pods} of DAG {dag_id!r} in use)",
                 )
 
@@ -373,6 +388,7 @@ class WarmPool:
         ticket, ticket_hash = issue_ticket()
         pod = WarmPod(name, dag_id, work.shape, reuse, self._clock(), ticket_hash=ticket_hash)
         self.pods[name] = pod
+        self._count(dag_id)
         self._tickets[ticket_hash] = name
         manifest = build_warm_pod(
             work.template, name=name, shape=work.shape, ticket=ticket, reuse=reuse

@@ -85,3 +85,13 @@ def build_warm_pod(
         volumes.append({"name": TMP_VOLUME, "emptyDir": {}})
         container.setdefault("volumeMounts", []).append({"name": TMP_VOLUME, "mountPath": "/tmp"})
     return pod
+
+
+def warm_ref(executor_ref: str | None) -> tuple[str, int] | None:
+    """(pod name, nth task) of a try started in a warm pod, from its executor reference
+    (``pod:<name>@<uid>;warm=<n>``); None for any other try."""
+    ref = executor_ref or ""
+    head, sep, nth = ref.partition(";warm=")
+    if not ref.startswith("pod:") or not sep or not nth.isdigit():
+        return None
+    return head[4:].split("@", 1)[0], int(nth)
