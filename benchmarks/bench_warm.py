@@ -55,9 +55,7 @@ def dag_text(dag_id: str, tasks: int, *, chain: bool, warm: bool, max_active: in
     return "\n".join(lines) + "\n"
 
 
-async def one(
-    workdir: Path, latency: float, dag: str, *, overhead: bool = False
-) -> dict[str, Any]:
+async def one(workdir: Path, latency: float, dag: str, *, overhead: bool = False) -> dict[str, Any]:
     async with FakeApiServer(token="bench", restricted_namespaces=[NS]) as server:
         os.environ["KUBECONFIG"] = str(server.kubeconfig(workdir / "kubeconfig"))
         settings = load_settings(
@@ -71,9 +69,7 @@ async def one(
         path = workdir / "dag.yaml"
         path.write_text(dag)
         loaded = load_dag_file(path, LoadOptions())
-        async with FakeKubelet(
-            server, run_commands=True, namespace=NS, start_latency=latency
-        ):
+        async with FakeKubelet(server, run_commands=True, namespace=NS, start_latency=latency):
             started = time.perf_counter()
             final, runtime = await run_dag(settings, loaded, executor_name="kubernetes")
             wall = time.perf_counter() - started
@@ -142,9 +138,7 @@ async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             (work / "secrets").mkdir()
-            dag = dag_text(
-                "overhead", 30, chain=True, warm=True, max_active=1, cmd="date +%s.%N"
-            )
+            dag = dag_text("overhead", 30, chain=True, warm=True, max_active=1, cmd="date +%s.%N")
             figures["overhead_chain"] = await one(work, latency, dag, overhead=True)
         report[f"start_latency_{latency:g}s"] = figures
     print(json.dumps(report, indent=2))

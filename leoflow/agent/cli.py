@@ -85,9 +85,7 @@ from leoflow.agent.task_uids import ENV as TASK_UIDS_ENV
 from leoflow.agent.task_uids import TaskUids, UidRangeError, parse_uid_range
 from leoflow.agent.warden import Warden
 
-_USAGE = (
-    "usage: leoflow agent [--pool | --warm] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
-)
+_USAGE = "usage: leoflow agent [--pool | --warm] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
 # For people; the module's docstring is the protocol's reference, for its maintainers.
 HELP = f"""{_USAGE}
 

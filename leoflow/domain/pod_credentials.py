@@ -90,7 +90,9 @@ def verify_pod_session(token: str, key: bytes, now: float) -> PodClaims:
         or not all(isinstance(f, int | float) and not isinstance(f, bool) for f in fields[3:5])
     ):
         raise InvalidToken("malformed")
-    claims = PodClaims(fields[0], fields[1], fields[2], float(fields[3]), float(fields[4]), fields[5])
+    claims = PodClaims(
+        fields[0], fields[1], fields[2], float(fields[3]), float(fields[4]), fields[5]
+    )
     if now >= claims.expires_at:
         raise InvalidToken("expired")
     return claims

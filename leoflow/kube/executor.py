@@ -45,8 +45,8 @@ from leoflow.domain.execution import (
 )
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import KubeError
-from leoflow.kube.objects import JsonObj
 from leoflow.kube.liveness import absence_outcome, pending_outcome
+from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import PodBuildError, build_pod, pod_name
 from leoflow.kube.pod_gc import PodGc
 from leoflow.kube.pod_writes import PodWrites

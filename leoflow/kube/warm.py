@@ -22,7 +22,6 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.execution import Launch, LaunchWaiting, Report, TaskFinished
@@ -33,49 +32,11 @@ from leoflow.kube.objects import JsonObj
 from leoflow.kube.records import Outcome, PodRecord, terminal_outcome, waiting_outcome
 from leoflow.kube.tries import Key
 from leoflow.kube.warm_pod import build_warm_pod, warm_pod_name
+from leoflow.kube.warm_records import WarmPod, WarmStats, Work
 
 log = logging.getLogger("leoflow.kube.warm")
 
 Shape = tuple[str, str]  # (dag_id, shape)
-
-
-@dataclass(eq=False)
-class Work:
-    key: Key
-    dag_id: str
-    ticket: str
-    shape: str
-    template: JsonObj
-    reuse: ReusePods
-    cancelled: str | None = None
-    note: str | None = None
-
-
-@dataclass(eq=False)
-class WarmPod:
-    name: str
-    dag_id: str
-    shape: str
-    reuse: ReusePods
-    created_at: float
-    ticket_hash: str | None = None
-    uid: str | None = None
-    asked: bool = False  # has asked for work: it started
-    retiring: bool = False
-    tasks: int = 0  # tries handed to it
-    running: Work | None = None
-    finishing: bool = False  # its try reported its end: it asks for work next
-    waiter: asyncio.Future[Work | None] | None = None
-    pending: bool = True
-
-
-@dataclass
-class WarmStats:
-    created: int = 0
-    handed: int = 0
-    retired: dict[str, int] = field(default_factory=dict)
-    # When each of the latest tries was handed to a pod (benchmarks/bench_warm.py).
-    handed_at: dict[Key, float] = field(default_factory=dict)
 
 
 class WarmPool:
@@ -369,8 +330,8 @@ class WarmPool:
                 self._note(
                     work,
                     WaitNote.WARM_POD_LIMIT,
-                    f"admitted (it holds its slots); waiting for a warm pod of its shape to free up (max_pods "
-                    f"{reuse.max_pods} of DAG {dag_id!r} in use)",
+                    "admitted (it holds its slots); waiting for a warm pod of its shape to "
+                    f"free up (max_pods {reuse.max_pods} of DAG {dag_id!r} in use)",
                 )
 
     @staticmethod

@@ -58,7 +58,6 @@ from leoflow.scheduler.agent_backend import (
 )
 from leoflow.scheduler.agent_bounds import ConnectionBounds
 from leoflow.scheduler.agent_channel import ChannelHandler
-from leoflow.scheduler.agent_warm import WarmOps
 from leoflow.scheduler.agent_ops import (
     MAX_LOG_CHUNK,
     SECRET_DENIED,
@@ -68,6 +67,7 @@ from leoflow.scheduler.agent_ops import (
     parse,
     status_of,
 )
+from leoflow.scheduler.agent_warm import WarmOps
 from leoflow.scheduler.instruments import register_collector
 
 log = logging.getLogger("leoflow.scheduler.agent_endpoint")

@@ -93,7 +93,7 @@ class SchedulerBackend:
         """The leader's warm pods (its executor's), None on any other replica."""
         scheduler = self._scheduler()
         pool = getattr(scheduler.executor, "warm_pool", None) if scheduler is not None else None
-        return pool  # type: ignore[no-any-return]
+        return pool
 
     def drained(self, dag_id: str) -> str:
         """Why a warm pod of ``dag_id`` is to retire now ("" when it may work on)."""

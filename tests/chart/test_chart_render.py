@@ -9,7 +9,6 @@ import yaml
 
 from leoflow.settings import Settings, SettingsError
 from leoflow.settings_env import environment_values
-
 from tests.chart.chartlib import (
     ALL_TOGGLES,
     CHART,

@@ -77,7 +77,7 @@ async def _pool(plane: Plane) -> tuple[WarmPool, Pods]:
 async def test_a_pod_token_gets_its_own_dags_task_only(plane: Plane) -> None:
     pool, pods = await _pool(plane)
     assert len(pods.created) == 2  # one per DAG, though the shapes are equal
-    pod_a, ticket_a = pods.ticket_of("dag_a")
+    _, ticket_a = pods.ticket_of("dag_a")
     stream = Stream(plane, "pod-a")
     (got,) = await stream.send(("pod_exchange", pb.PodExchangeRequest(ticket=ticket_a), ""))
     assert got.code == 0, got.details
@@ -114,9 +114,7 @@ async def test_a_pod_ticket_works_once_and_a_pod_token_is_no_session(plane: Plan
     )
     assert [r.code for r in replies] == [UNAUTHENTICATED] * 7, [r.details for r in replies]
     # A pod token naming another DAG (only a key holder could sign one) gets nothing.
-    (forged,) = await stream.send(
-        ("next_task", pb.NextTaskRequest(wait_seconds=0.1), forged_dag)
-    )
+    (forged,) = await stream.send(("next_task", pb.NextTaskRequest(wait_seconds=0.1), forged_dag))
     assert forged.code == 0 and forged.next_task.retire and not forged.next_task.ticket
     await stream.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -13,8 +14,8 @@ import pytest
 from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState, TaskState
 from leoflow.domain.task_instance import TaskInstance
-from leoflow.runtime.lite import run_dag
 from leoflow.runtime.assembly import Runtime
+from leoflow.runtime.lite import run_dag
 from tests.fakekube import FakeApiServer, FakeKubelet
 
 from .conftest import TASK_NS, kube_lite_settings
@@ -45,14 +46,19 @@ async def _run(
     path.write_text(dag)
     loaded = load_dag_file(path, LoadOptions(passthrough=settings.task_pod_passthrough))
     seen: list[Runtime] = []
+    opened = asyncio.Event()
+
+    def watch(runtime: Runtime) -> None:
+        seen.append(runtime)
+        opened.set()
+
     async with FakeKubelet(server, run_commands=True, namespace=TASK_NS) as kubelet:
         async with asyncio.timeout(120):
             running = asyncio.create_task(
-                run_dag(settings, loaded, executor_name="kubernetes", watch=seen.append)
+                run_dag(settings, loaded, executor_name="kubernetes", watch=watch)
             )
             if during is not None:
-                while not seen:
-                    await asyncio.sleep(0.01)
+                await opened.wait()
                 await during(seen[0], kubelet)
             final, runtime = await running
             if after is not None:
@@ -70,9 +76,14 @@ def _warm_pods(server: FakeApiServer) -> dict[str, str]:
     }
 
 
-async def _until(check: Callable[[], Awaitable[bool]]) -> None:
-    while not await check():
-        await asyncio.sleep(0.05)
+async def _all_warm_pods_end(server: FakeApiServer) -> None:
+    """Until every warm pod on the apiserver has Succeeded, from its watch events."""
+    sub = server.store.subscribe("pods", TASK_NS)
+    try:
+        while set(_warm_pods(server).values()) != {"Succeeded"}:
+            await sub.queue.get()
+    finally:
+        server.store.unsubscribe(sub)
 
 
 def _warm_pod(ti: TaskInstance) -> tuple[str, int]:
@@ -146,7 +157,7 @@ async def test_an_oom_retires_the_pod_and_the_next_task_gets_a_fresh_one(
     events = cgroup / "memory.events"
     events.write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\noom_group_kill 0\n")
     monkeypatch.setenv("LEOFLOW_CGROUP_ROOT", str(cgroup))  # the kubelet passes it on
-    state, tis, runtime = await _run(server, tmp_path, monkeypatch, OOM % events)
+    _, tis, runtime = await _run(server, tmp_path, monkeypatch, OOM % events)
     assert tis["hungry"].state is TaskState.FAILED
     assert tis["hungry"].reason == "oom", tis["hungry"].message
     assert tis["after"].state is TaskState.SUCCESS
@@ -194,22 +205,12 @@ async def test_idle_pods_retire_and_the_dag_scales_to_zero(
     server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def all_ended(runtime: Runtime) -> None:
-        async def ended() -> bool:
-            phases = _warm_pods(server)
-            return bool(phases) and set(phases.values()) == {"Succeeded"}
-
-        await _until(ended)
-        pool = runtime.executor.warm_pool  # type: ignore[attr-defined]
-        await _until(lambda: _true(not pool.pods))
+        await _all_warm_pods_end(server)  # each retired itself, idle past idle_timeout
 
     state, _, runtime = await _run(server, tmp_path, monkeypatch, IDLE, after=all_ended)
     await runtime.close()
     assert state is RunState.SUCCESS
     assert 1 <= server.counts[("create", "", "pods")] <= 3
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 DIES = """
@@ -218,23 +219,27 @@ kubernetes:
   reuse_pods: {max_pods: 1, idle_timeout: 30s}
 tasks:
   slow:
-    command: if [ "$LEOFLOW_TRY_NUMBER" -lt 2 ]; then echo started; sleep 60; fi; echo done
+    env: {FIFO: "%s"}
+    command: >-
+      if [ "$LEOFLOW_TRY_NUMBER" -lt 2 ]; then echo started > "$FIFO"; sleep 60; fi;
+      echo done
 """
 
 
 async def test_a_warm_pod_dying_mid_task_costs_the_try_no_retry(
     server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def kill_the_pod(runtime: Runtime, kubelet: FakeKubelet) -> None:
-        async def running() -> bool:
-            tis = await runtime.store.list_task_instances()
-            return any(t.state is TaskState.RUNNING for t in tis)
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
 
-        await _until(running)
+    async def kill_the_pod(runtime: Runtime, kubelet: FakeKubelet) -> None:
+        # The task says it runs through the FIFO (its write waits for this read).
+        assert await asyncio.to_thread(fifo.read_text) == "started\n"
         (name,) = _warm_pods(server)
         assert kubelet.lose(TASK_NS, name)
 
-    state, tis, runtime = await _run(server, tmp_path, monkeypatch, DIES, during=kill_the_pod)
+    dag = DIES % fifo
+    state, tis, runtime = await _run(server, tmp_path, monkeypatch, dag, during=kill_the_pod)
     try:
         # No retries declared: a second try only because the first cost none.
         assert state is RunState.SUCCESS, tis["slow"]
