@@ -160,7 +160,11 @@ class WarmPool:
                     work = await waiter
             except TimeoutError:
                 pod.waiter = None
-                return self._retire(pod, f"idle for idle_timeout ({pod.reuse.idle_timeout:g}s)")
+                if not waiter.done() or waiter.cancelled() or waiter.result() is None:
+                    return self._retire(
+                        pod, f"idle for idle_timeout ({pod.reuse.idle_timeout:g}s)"
+                    )
+                work = waiter.result()  # handed over just as the wait ran out
             except asyncio.CancelledError:
                 if pod.waiter is waiter:
                     pod.waiter = None
