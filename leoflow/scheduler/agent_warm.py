@@ -52,8 +52,11 @@ class WarmOps:
             raise Refuse(grpc.StatusCode.INVALID_ARGUMENT, "a ticket is 1 to 512 characters")
         use = self._pool().use_pod_ticket(hash_ticket(ticket))
         if use is None:
+            # A replay, or a pod a previous leader made that had not started yet.
             security_log.warning(
-                "SECURITY: an unknown or already used warm-pod ticket from %s", peer
+                "SECURITY: an unknown or already used warm-pod ticket from %s (a replay, "
+                "or a pod of a previous leader that started after the failover)",
+                peer,
             )
             raise Refuse(grpc.StatusCode.UNAUTHENTICATED, "unknown or used pod ticket")
         claims = new_pod_claims(use.pod, use.dag_id, use.shape, now=time.time(), ttl=self._ttl)
