@@ -161,9 +161,7 @@ class WarmPool:
             except TimeoutError:
                 pod.waiter = None
                 if not waiter.done() or waiter.cancelled() or waiter.result() is None:
-                    return self._retire(
-                        pod, f"idle for idle_timeout ({pod.reuse.idle_timeout:g}s)"
-                    )
+                    return self._retire(pod, f"idle for idle_timeout ({pod.reuse.idle_timeout:g}s)")
                 work = waiter.result()  # handed over just as the wait ran out
             except asyncio.CancelledError:
                 if pod.waiter is waiter:
