@@ -94,5 +94,6 @@ class WarmWork(Protocol):
         self, pod: str, dag_id: str, shape: str, *, done: int, wait: float, drained: str
     ) -> NextWork:
         """The next task for the pod, waiting up to ``wait``; ``drained``: the DAG is
-        paused or gone (why, in a few words), so the pod is to retire."""
+        paused or gone (why, in a few words): the pod retires as soon as none of its
+        DAG's tries waits for it (runs already going go on, as with a pod per try)."""
         ...

@@ -142,7 +142,9 @@ class WarmPool:
             return NextWork(retire=True, reason="this scheduler does not know the pod")
         pod.asked, pod.pending = True, False
         self._end_running(pod, done)
-        if drained:
+        if drained and not self.queues.get((dag_id, shape)):
+            # Paused or deleted: its runs already going still run (and may use the
+            # pod), but an idle pod leaves now rather than after idle_timeout.
             return self._retire(pod, drained)
         if pod.retiring:
             return self._retire(pod, "the pod is being retired")

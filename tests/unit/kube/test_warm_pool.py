@@ -94,3 +94,18 @@ async def test_a_queued_try_cancels_without_a_pod() -> None:
     assert (done.ti_pk, done.reason) == (1, "cancelled")
     assert len(pool) == 0
     assert not pool.cancel((1, 1), "again")
+
+
+async def test_a_paused_dags_pod_takes_waiting_work_then_retires_at_once() -> None:
+    pool, pods = _pool()
+    reuse = ReusePods(max_pods=1, idle_timeout=600)
+    _submit(pool, 1, reuse)
+    await pool.drain_creates()
+    (name,) = pods.created
+    paused = "its DAG is paused"
+    # Its run goes on: the try already waiting still gets the pod.
+    first = await pool.next_task(name, "d", SHAPE, done=0, wait=600, drained=paused)
+    assert first.ticket == "tk1" and not first.retire
+    # Nothing else waits: the pod leaves now, not after idle_timeout (600 s).
+    after = await pool.next_task(name, "d", SHAPE, done=1, wait=600, drained=paused)
+    assert after.retire and after.reason == paused and not after.ticket
