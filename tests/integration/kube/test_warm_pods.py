@@ -248,3 +248,24 @@ async def test_a_warm_pod_dying_mid_task_costs_the_try_no_retry(
     finally:
         await runtime.close()
     assert server.counts[("create", "", "pods")] == 2
+
+
+TIMEOUT = """
+dag_id: warm_timeout
+kubernetes:
+  reuse_pods: {max_pods: 1, idle_timeout: 30s}
+tasks:
+  slow: {command: "echo begun; sleep 60", timeout: 1s}
+  after: {command: "echo after", depends_on: [slow], trigger_rule: all_done}
+"""
+
+
+async def test_a_timeout_kill_retires_the_pod(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, tis, runtime = await _run(server, tmp_path, monkeypatch, TIMEOUT)
+    await runtime.close()
+    assert (tis["slow"].state, tis["slow"].reason) == (TaskState.FAILED, "timeout")
+    assert tis["after"].state is TaskState.SUCCESS
+    (first, _), (second, nth) = _warm_pod(tis["slow"]), _warm_pod(tis["after"])
+    assert first != second and nth == 1
