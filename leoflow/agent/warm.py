@@ -102,6 +102,7 @@ class WarmAgent:
         self.max_tasks = int(os.environ.get("LEOFLOW_AGENT_MAX_TASKS", "200"))
         self.scratch = ""
         self.retired = ""  # why this pod stopped taking work
+        self._asking: asyncio.Task[str | None] | None = None
 
     async def run(self) -> int:
         if self.empty:
@@ -127,14 +128,29 @@ class WarmAgent:
             self.idle_timeout = got.idle_timeout_seconds
         if got.max_tasks > 0:
             self.max_tasks = got.max_tasks
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._on_signal, signum)
         while not self.retired and self.sup.received_signal is None:
-            ticket = await self._next()
+            self._asking = asyncio.create_task(self._next())
+            try:
+                ticket = await self._asking
+            except asyncio.CancelledError:
+                if self.sup.received_signal is None:
+                    raise
+                break  # stopped (the pod is deleted) while idle: nothing to finish
             if ticket is None:
                 break
             if ticket:
                 await self._one(ticket)
         warn(f"warm pod: retiring after {self.done} task(s): {self.retired or 'stopped'}")
         return 0
+
+    def _on_signal(self, signum: int) -> None:
+        """Forwarded to a running task as always; an idle pod stops waiting for work."""
+        self.sup.forward_signal(signum)
+        if self._asking is not None and not self._asking.done():
+            self._asking.cancel()
 
     async def _next(self) -> str | None:
         """The next task's ticket, "" for none yet, None when the pod is to retire."""

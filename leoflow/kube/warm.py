@@ -170,7 +170,7 @@ class WarmPool:
                     pod.waiter = None
                 raise
             if work is None:
-                return NextWork()
+                return self._retire(pod, "the pod is being deleted")
         else:
             self._hand(pod, work)
         return NextWork(ticket=work.ticket)
@@ -191,6 +191,8 @@ class WarmPool:
             return
         if record.deleting:
             pod.retiring = True
+            if pod.waiter is not None and not pod.waiter.done():
+                pod.waiter.set_result(None)  # an idle pod being deleted: retire it now
             return
         stuck = waiting_outcome(record)
         if stuck is not None and not pod.asked:

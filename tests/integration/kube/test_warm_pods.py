@@ -17,6 +17,7 @@ from leoflow.domain.task_instance import TaskInstance
 from leoflow.runtime.assembly import Runtime
 from leoflow.runtime.lite import run_dag
 from tests.fakekube import FakeApiServer, FakeKubelet
+from tests.fakekube.registry import PODS
 
 from .conftest import TASK_NS, kube_lite_settings
 
@@ -269,3 +270,32 @@ async def test_a_timeout_kill_retires_the_pod(
     assert tis["after"].state is TaskState.SUCCESS
     (first, _), (second, nth) = _warm_pod(tis["slow"]), _warm_pod(tis["after"])
     assert first != second and nth == 1
+
+
+async def test_an_idle_warm_pod_deleted_stops_at_once_not_after_its_grace(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting an idle warm pod (SIGTERM) ends its agent cleanly (exit 0) at once,
+    instead of waiting for work until the kubelet's SIGKILL after the grace period."""
+    phases: list[str] = []
+
+    async def delete_it(runtime: Runtime) -> None:
+        (name,) = _warm_pods(server)
+        sub = server.store.subscribe("pods", TASK_NS)
+        try:
+            server.registry.delete(PODS, TASK_NS, name, grace=60)
+            while True:
+                event = await sub.queue.get()
+                if event is None or event.obj["metadata"]["name"] != name:
+                    continue
+                phases.append((event.obj.get("status") or {}).get("phase", ""))
+                if event.type == "DELETED":
+                    return
+        finally:
+            server.store.unsubscribe(sub)
+
+    dag = IDLE.replace("300ms", "300s").replace("max_pods: 3", "max_pods: 1")
+    state, _, runtime = await _run(server, tmp_path, monkeypatch, dag, after=delete_it)
+    await runtime.close()
+    assert state is RunState.SUCCESS
+    assert "Succeeded" in phases and "Failed" not in phases, phases
