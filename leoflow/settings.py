@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from leoflow.domain.timebounds import INT32_MAX, MAX_DURATION_SECONDS
+from leoflow.domain.warm_pods import ReusePods
 from leoflow.settings_env import NoDecode, environment_values
 
 PASSTHROUGH_FIELDS = (
@@ -161,6 +162,9 @@ class Settings(BaseModel):
     image_pull_secrets: Annotated[tuple[str, ...], NoDecode] = ()
     task_pod_security: TaskPodSecurity = Field(default_factory=TaskPodSecurity)
     task_pod_passthrough: Annotated[frozenset[str], NoDecode] = frozenset()
+    # Warm task pods for every DAG that does not set ``kubernetes.reuse_pods`` itself
+    # (JSON in the environment, e.g. {"max_pods": 4}); unset, a pod per try.
+    reuse_pods_default: ReusePods | None = None
 
     # --- docker executor (each Lite task in a container from the task pod's spec)
     # The engine's Unix socket (unix:///path); unset, $DOCKER_HOST, else /var/run/docker.sock.

@@ -85,7 +85,7 @@ from leoflow.agent.task_uids import ENV as TASK_UIDS_ENV
 from leoflow.agent.task_uids import TaskUids, UidRangeError, parse_uid_range
 from leoflow.agent.warden import Warden
 
-_USAGE = "usage: leoflow agent [--pool] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
+_USAGE = "usage: leoflow agent [--pool | --warm] [--events] [--endpoint ADDRESS] [--ca-file PATH]"
 # For people; the module's docstring is the protocol's reference, for its maintainers.
 HELP = f"""{_USAGE}
 
@@ -95,6 +95,8 @@ command to run by hand.
 
 options:
   --pool              run many tasks, each from a JSON line on stdin (Lite's warm agent)
+  --warm              a warm task pod: run its DAG's tasks one after another
+                      (LEOFLOW_AGENT_TICKET is the pod's ticket; leoflow.agent.warm)
   --events            write a JSON line to stdout as each task starts and finishes
   --endpoint ADDRESS  the control plane's gRPC endpoint, host:port or unix:/path
                       (default: $LEOFLOW_AGENT_ENDPOINT)
@@ -114,7 +116,7 @@ session refused, 5 task setup failed, 126 command not executable, 127 command no
 
 
 def run(argv: list[str]) -> int:
-    pool = events = False
+    pool = events = warm = False
     endpoint = os.environ.get("LEOFLOW_AGENT_ENDPOINT", "")
     ca_file = os.environ.get("LEOFLOW_AGENT_CA_FILE", "")
     args = list(argv)
@@ -124,6 +126,8 @@ def run(argv: list[str]) -> int:
             pool = True
         elif arg == "--events":
             events = True
+        elif arg == "--warm":
+            warm = True
         elif arg == "--endpoint" and args:
             endpoint = args.pop(0)
         elif arg.startswith("--endpoint="):
@@ -197,6 +201,8 @@ def run(argv: list[str]) -> int:
             return asyncio.run(_reaping(_pool(settings, events)))
         finally:
             _close_scratch()
+    if warm:
+        return asyncio.run(_reaping(_warm(settings, ticket)))
     return asyncio.run(_reaping(_single(settings, ticket)))
 
 
@@ -216,14 +222,17 @@ async def _reaping(work: Coroutine[Any, Any, int]) -> int:
         return await work
 
 
-def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
-    channel = Channel(
+def _channel(settings: dict[str, Any]) -> Channel:
+    return Channel(
         settings["endpoint"],
         connect_timeout=settings["connect_timeout"],
         credentials=settings["credentials"],
     )
+
+
+def _supervisor(settings: dict[str, Any], on_event: Any = None) -> Supervisor:
     sup = Supervisor(
-        channel,
+        _channel(settings),
         oom=find_oom_counter(settings["cgroup_root"]),
         kill_grace=settings["kill_grace"],
         pod_name=settings["pod_name"],
@@ -241,6 +250,17 @@ async def _single(settings: dict[str, Any], ticket: str) -> int:
     sup = _supervisor(settings)
     try:
         return await TaskRun(sup, ticket).run()
+    finally:
+        await sup.heartbeats.close()
+        await sup.channel.close()
+
+
+async def _warm(settings: dict[str, Any], ticket: str) -> int:
+    from leoflow.agent.warm import WarmAgent
+
+    sup = _supervisor(settings)
+    try:
+        return await WarmAgent(sup, ticket, lambda: _channel(settings)).run()
     finally:
         await sup.heartbeats.close()
         await sup.channel.close()

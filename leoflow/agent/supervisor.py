@@ -49,6 +49,7 @@ class Supervisor:
         self.kill_grace = kill_grace
         self.pod_name = pod_name
         self.pod_uid = pod_uid
+        self.pod_task = 0  # in a warm pod: the nth task it runs now (``warm``)
         self.hostname = socket.gethostname()
         self.on_event = on_event
         self.heartbeats = Heartbeats(channel)

@@ -83,6 +83,7 @@ class TaskRun:
         self.pid: int | None = None
         self.cancel_reason: str | None = None
         self.timed_out = False
+        self.oom_killed = False
         self.forwarded: int | None = None
         self._sent_kill = False
         self._child_reaped = False
@@ -150,6 +151,7 @@ class TaskRun:
             pod_uid=self.sup.pod_uid,
             hostname=self.sup.hostname,
             pid=os.getpid(),
+            pod_task=self.sup.pod_task,
         )
         try:
             # Asks to start in the same reply; an endpoint that did not sends no ``start``.
@@ -360,6 +362,7 @@ class TaskRun:
             # died of a SIGKILL we did not send ourselves.
             died_of_kill = signum == signal.SIGKILL or exit_code == 128 + signal.SIGKILL
             oom = not self.overlapped or (died_of_kill and not self._sent_kill)
+        self.oom_killed = oom
         if oom:
             message = OOM_MESSAGE
         elif self.timed_out:

@@ -25,15 +25,20 @@ router = APIRouter(prefix="/api/v1/dags/{dag_id}/runs/{run_id}/tasks", tags=["ta
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}}
 
 
-def where_ran(executor_ref: str | None) -> dict[str, str | None]:
-    """``{"pod": ..., "host": ..., "pid": ...}`` from a try's executor reference."""
+def where_ran(executor_ref: str | None) -> dict[str, Any]:
+    """``{"pod", "pod_kind", "pod_task", "host", "pid"}`` from a try's executor reference:
+    ``pod_kind`` "warm" (``pod_task``: the pod's nth task) or "ephemeral" (a pod of its own)."""
     ref = executor_ref or ""
+    where: dict[str, Any] = dict.fromkeys(("pod", "pod_kind", "pod_task", "host", "pid"))
     if ref.startswith("pod:"):
-        return {"pod": ref[4:].split("@", 1)[0], "host": None, "pid": None}
-    if ref.startswith("proc:"):
+        head, warm, nth = ref.partition(";warm=")
+        where["pod"] = head[4:].split("@", 1)[0]
+        where["pod_kind"] = "warm" if warm else "ephemeral"
+        where["pod_task"] = int(nth) if nth.isdigit() else None
+    elif ref.startswith("proc:"):
         host, _, pid = ref[5:].rpartition(":")
-        return {"pod": None, "host": host or None, "pid": pid or None}
-    return {"pod": None, "host": None, "pid": None}
+        where["host"], where["pid"] = host or None, pid or None
+    return where
 
 
 async def tries_of(store: Store, ti: TaskInstance) -> list[TryRow]:
@@ -74,6 +79,10 @@ class TryOut(BaseModel):
     reason: str | None
     message: str | None
     pod: str | None = Field(description="the pod it ran in (Kubernetes)")
+    pod_kind: str | None = Field(
+        None, description="warm (a pod shared by its DAG's tasks, one at a time) or ephemeral"
+    )
+    pod_task: int | None = Field(None, description="in a warm pod: the pod's nth task")
     host: str | None = Field(description="the host its agent ran on (Lite)")
     pid: str | None = Field(description="its agent's process id (Lite)")
 

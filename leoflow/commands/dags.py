@@ -47,6 +47,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         tasks = plural(len(loaded.spec.tasks), "task")
         print(printable(f"ok  {dag_id}  ({tasks})  {loaded.path}"))
         _note_catchup(args, loaded.spec)
+        _note_reuse_pods(args, loaded.spec)
     if result.errors:
         problems = sum(len(e.problems) for e in result.errors)
         print(
@@ -59,6 +60,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"no DAG files (*.yaml, *.yml) under {args.path}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _note_reuse_pods(args: argparse.Namespace, spec: DagSpec) -> None:
+    """Warm pods asked for where they cannot help, said before a run finds out."""
+    from leoflow.domain.warm_pods import shares_no_shape
+
+    reuse = spec.kubernetes.reuse_pods if spec.kubernetes is not None else None
+    if reuse is None:
+        return
+    if shares_no_shape(spec.tasks):
+        print(
+            f"warning: {spec.dag_id}: kubernetes.reuse_pods: no two tasks share a pod shape "
+            "(image, resources and pod fields all differ), so every task gets a pod of its own",
+            file=sys.stderr,
+        )
+    if settings_of(args).executor != "kubernetes":
+        print(
+            f"note: {spec.dag_id}: kubernetes.reuse_pods applies to the kubernetes executor; "
+            f"the {settings_of(args).executor!r} executor ignores it (Lite already runs every "
+            "task through one warm agent)",
+            file=sys.stderr,
+        )
 
 
 def _note_catchup(args: argparse.Namespace, spec: DagSpec) -> None:

@@ -73,11 +73,30 @@ def _show(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> i
     for title, key in (("task", "task_id"), ("state", "state"), ("message", "message")):
         print(printable(f"{title}: {data.get(key) or '-'}"))
     print(f"try: {data['try_number']}/{data['max_tries']}")
+    if data["try_number"] > 0:
+        _print_pod(args, dag_id, run_id, task_id)
     output = data.get("output")
     print("output: -" if output is None else "output:")
     if output is not None:
         print(printable(json.dumps(output, indent=2, ensure_ascii=False), lines=True))
     return EXIT_OK
+
+
+def _print_pod(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> None:
+    """Where the latest try ran, when it ran in a pod: which, and whether a warm one."""
+    path = f"/api/v1/dags/{url(dag_id)}/runs/{url(run_id)}/tasks/{url(task_id)}/tries"
+    try:
+        tries = http.get_json(args, path).get("tries") or []
+    except http.ApiError:  # an API of an older release: no tries route
+        return
+    latest = tries[-1] if tries else {}
+    if latest.get("pod"):
+        kind = (
+            f"warm pod, its task {latest.get('pod_task')}"
+            if latest.get("pod_kind") == "warm"
+            else "a pod of its own"
+        )
+        print(printable(f"pod: {latest['pod']} ({kind})"))
 
 
 def _why(args: argparse.Namespace, dag_id: str, run_id: str, task_id: str) -> int:

@@ -437,4 +437,6 @@ def lite_ignored_fields(spec: DagSpec) -> list[str]:
             found.add("resources")
         if task.execution.declared():
             found.add("execution")
+    if spec.kubernetes is not None and spec.kubernetes.reuse_pods is not None:
+        found.add("kubernetes.reuse_pods")  # Lite runs every task in one warm agent anyway
     return sorted(found)

@@ -80,20 +80,26 @@ def verify_session(token: str, key: bytes, now: float) -> SessionClaims:
     Raises InvalidToken otherwise. The signature is checked (in constant time)
     before the payload is parsed, so unsigned input never reaches the JSON parser.
     """
+    claims = _parse_claims(signed_payload(token, key, TOKEN_VERSION))
+    if now >= claims.expires_at:
+        raise InvalidToken("expired")
+    return claims
+
+
+def signed_payload(token: str, key: bytes, version: str) -> bytes | None:
+    """The payload of ``<version>.<payload>.<mac>`` once its MAC under ``key`` is
+    checked (constant time); InvalidToken when the token is malformed or forged."""
     _check_key(key)
     if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or not token.isascii():
         raise InvalidToken("malformed")
     parts = token.split(".")
-    if len(parts) != 3 or parts[0] != TOKEN_VERSION:
+    if len(parts) != 3 or parts[0] != version:
         raise InvalidToken("malformed")
     signature = _b64decode(parts[2])
     body = f"{parts[0]}.{parts[1]}"
     if signature is None or not hmac.compare_digest(signature, _mac(key, body)):
         raise InvalidToken("bad signature")
-    claims = _parse_claims(_b64decode(parts[1]))
-    if now >= claims.expires_at:
-        raise InvalidToken("expired")
-    return claims
+    return _b64decode(parts[1])
 
 
 def _parse_claims(payload: bytes | None) -> SessionClaims:

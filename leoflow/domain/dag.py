@@ -26,6 +26,7 @@ from leoflow.domain.mapping import DEFAULT_MAX_MAP_ITEMS, MAX_MAP_ITEMS, MapOver
 from leoflow.domain.notify import NotifyRule
 from leoflow.domain.timebounds import INT32_MAX, MAX_DURATION_SECONDS, OutOfRange, check_moment
 from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
+from leoflow.domain.warm_pods import KubernetesSection
 
 DAG_ID_PATTERN = r"^[a-z0-9_-]{1,200}$"
 TASK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$"
@@ -263,6 +264,8 @@ class DagSpec(_Strict):
     pools: dict[PoolName, PoolDeclaration] = Field(default_factory=dict)
     # Kept as written: the tasks it became are in ``tasks`` already (leoflow/domain/dbt.py).
     dbt: DbtSpec | None = None
+    # Kubernetes-only behaviour of the whole DAG (warm pods: leoflow/domain/warm_pods.py).
+    kubernetes: KubernetesSection | None = None
 
     @field_validator("schedule")
     @classmethod

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the DAG models cost ~50 ms to import; Lite starts its agent first
     from leoflow.domain.dag import TaskSpec
+    from leoflow.domain.warm_pods import ReusePods
 from leoflow.domain.reasons import EndReason
 
 
@@ -31,6 +32,8 @@ class Launch:
     # Each direct upstream's output, for an executor without an agent (the agent
     # fetches its own with Start).
     inputs: dict[str, str] = field(default_factory=dict)
+    # The DAG's warm-pod settings (``kubernetes.reuse_pods``); None: a pod per try.
+    reuse_pods: ReusePods | None = None
 
 
 def context_env(dag_id: str, run_id: str, task_id: str, try_number: int) -> dict[str, str]:

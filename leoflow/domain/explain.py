@@ -30,7 +30,9 @@ _BAD_UPSTREAM = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 
 # A queued try's ``reason`` while its executor cannot reach its platform (the
 # executor's LaunchWaiting note); the ``message`` says since when.
-LAUNCH_WAITING_REASONS = frozenset({WaitNote.APISERVER_UNREACHABLE})
+LAUNCH_WAITING_REASONS = frozenset(
+    {WaitNote.APISERVER_UNREACHABLE, WaitNote.WARM_POD_STARTING, WaitNote.WARM_POD_LIMIT}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,3 +41,7 @@ class WaitNote(StrEnum):
     """A queued try's ``reason`` while its executor cannot launch it yet (it keeps its slot)."""
 
     APISERVER_UNREACHABLE = "apiserver_unreachable"
+    # Warm pods (leoflow/kube/warm.py): a pod of the try's shape is starting for it, or
+    # the DAG's max_pods are all busy and the try waits for one to ask for work.
+    WARM_POD_STARTING = "warm_pod_starting"
+    WARM_POD_LIMIT = "warm_pod_limit"

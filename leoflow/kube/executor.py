@@ -46,6 +46,7 @@ from leoflow.domain.execution import (
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import KubeError
 from leoflow.kube.liveness import absence_outcome, pending_outcome
+from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import PodBuildError, build_pod, pod_name
 from leoflow.kube.pod_gc import PodGc
 from leoflow.kube.pod_writes import PodWrites
@@ -58,6 +59,8 @@ from leoflow.kube.records import (
     waiting_outcome,
 )
 from leoflow.kube.tries import AGENT_COULD_NOT_REPORT, Key, Tries, Try, fmt_seconds
+from leoflow.kube.warm import WarmPool
+from leoflow.kube.warm_pod import pod_shape, warm_ref
 from leoflow.settings import Settings
 
 log = logging.getLogger("leoflow.kube.executor")
@@ -100,6 +103,14 @@ class KubernetesExecutor:
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self._deletes: set[asyncio.Task[object]] = set()
+        # Warm pods (``kubernetes.reuse_pods``): the agent endpoint reaches it here.
+        self.warm_pool = WarmPool(
+            create=self._create_warm,
+            delete=lambda name, uid: self._spawn_delete(name, grace=None, uid=uid),
+            report=lambda: self._report,
+            clock=clock,
+            pending_timeout=settings.pod_pending_timeout,
+        )
 
     @property
     def gc_deleted(self) -> deque[str]:
@@ -154,6 +165,7 @@ class KubernetesExecutor:
         for task in loops:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self.warm_pool.stop()
         await self._finish_deletes()
         if self.cache is not None:
             await self.cache.stop()
@@ -170,6 +182,10 @@ class KubernetesExecutor:
         except PodBuildError as exc:
             raise LaunchError(str(exc)) from exc
         assert self.client is not None, "start() first"
+        reuse = launch.reuse_pods or self.settings.reuse_pods_default
+        if reuse is not None:
+            self.warm_pool.submit(launch, pod, pod_shape(pod), reuse)
+            return
         key = (launch.ti_pk, launch.try_number)
         name = pod["metadata"]["name"]
         tracked = Try(
@@ -193,7 +209,13 @@ class KubernetesExecutor:
         if record is not None:
             self._examine(tracked, record)
 
+    async def _create_warm(self, pod: JsonObj, key: Key) -> None:
+        """Create a warm pod; ``key``: the try it is made for (its outage note)."""
+        await self._writes.create(pod, Try(key, pod["metadata"]["name"], self._clock()))
+
     async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
+        if self.warm_pool.cancel((ti_pk, try_number), reason):
+            return
         tracked = self._tries.by_key.get((ti_pk, try_number))
         if tracked is not None:
             tracked.cancelled = reason or "cancelled"
@@ -229,6 +251,14 @@ class KubernetesExecutor:
         alive: set[Key] = set()
         for attempt in attempts:
             key = (attempt.ti_pk, attempt.try_number)
+            warm = warm_ref(attempt.executor_ref)
+            if warm is not None:  # started in a warm pod: alive while that pod is
+                record = self.cache.get(warm[0]) if synced else None
+                if synced and (record is None or record.terminal or record.deleting):
+                    continue
+                self.warm_pool.adopt_running(key, warm[0], warm[1], record)
+                alive.add(key)
+                continue
             name = pod_name(attempt.dag_id, attempt.task_id, attempt.ti_pk, attempt.try_number)
             record = self.cache.get(name) if synced else None
             if synced and record is None:
@@ -256,6 +286,9 @@ class KubernetesExecutor:
     # ---- cache events ------------------------------------------------------------------
 
     def _on_change(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        either = new or old
+        if either is not None and either.shape is not None:
+            self.warm_pool.on_pod(new, either.name)
         if new is None:
             if old is not None:
                 self._gc.forget(old.uid)
@@ -341,6 +374,7 @@ class KubernetesExecutor:
             return
         now = self._clock()
         synced = cache.synced
+        self.warm_pool.reap(now)
         for tracked in list(self._tries.by_key.values()):
             if tracked.finishing or not tracked.created:
                 continue
@@ -408,4 +442,4 @@ class KubernetesExecutor:
     @property
     def in_flight(self) -> int:
         """Tries launched or adopted whose outcome this executor has not reported."""
-        return len(self._tries)
+        return len(self._tries) + len(self.warm_pool)

@@ -34,3 +34,7 @@ WATCH_SILENT = Counter(
     "leoflow_kube_watch_silent",
     "Pod watches given up because nothing (not even a bookmark) arrived in time",
 )
+WARM_PODS = Gauge("leoflow_warm_pods", "Warm task pods the leader knows, by DAG", ["dag_id"])
+WARM_POD_RETIREMENTS = Counter(
+    "leoflow_warm_pod_retirements", "Warm pods told to retire, by why", ["why"]
+)

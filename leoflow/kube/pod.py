@@ -25,6 +25,7 @@ LABEL_TASK = "leoflow.io/task"
 LABEL_RUN = "leoflow.io/run"
 LABEL_TRY = "leoflow.io/try"
 LABEL_TI = "leoflow.io/ti"
+LABEL_SHAPE = "leoflow.io/pod-shape"  # a warm pod's shape (leoflow/kube/warm_pod.py)
 ANNOTATION_DAG = "leoflow.io/dag-id"
 ANNOTATION_TASK = "leoflow.io/task-id"
 ANNOTATION_RUN = "leoflow.io/run-id"

@@ -14,7 +14,7 @@ from typing import Any
 
 from leoflow.domain.reasons import EndReason
 from leoflow.kube.objects import JsonObj
-from leoflow.kube.pod import CONTAINER, LABEL_TI, LABEL_TRY
+from leoflow.kube.pod import CONTAINER, LABEL_SHAPE, LABEL_TI, LABEL_TRY
 
 OOM_MESSAGE = (
     "out of memory: the kernel killed this task's process. Raise the task's memory limit "
@@ -98,6 +98,8 @@ class PodRecord:
     scheduling_message: str | None = None
     deletion_timestamp: str | None = None
     creation_timestamp: str | None = None
+    # A warm pod's shape (its label); None for a pod of one try.
+    shape: str | None = None
 
     @property
     def key(self) -> tuple[int, int] | None:
@@ -152,6 +154,7 @@ def parse_pod(obj: JsonObj) -> PodRecord:
         uid=meta.get("uid", ""),
         ti_pk=_int(labels.get(LABEL_TI)),
         try_number=_int(labels.get(LABEL_TRY)),
+        shape=_intern(labels.get(LABEL_SHAPE)),
         phase=sys.intern(phase),
         exit_code=exit_code,
         terminated_reason=terminated_reason,

@@ -26,6 +26,7 @@ import grpc
 
 from leoflow.protocol.agent_v1 import AGENT_ID_METADATA, pb
 from leoflow.scheduler.agent_ops import AgentOps, Refuse, TryKey, parse, status_of
+from leoflow.scheduler.agent_warm import WarmOps
 
 Context = Any  # grpc.aio.ServicerContext; grpc ships no type information
 # Replies per ReplyBatch: keeps a batch of Start replies (with environments) well
@@ -55,14 +56,19 @@ _METHOD = {
     "log": "Channel.Log",
     "complete": "Channel.Complete",
     "resolve_secret": "Channel.ResolveSecret",
+    "pod_exchange": "Channel.PodExchange",
+    "next_task": "Channel.NextTask",
 }
 
 
 class ChannelHandler:
     """Serves every Channel stream of one endpoint (the per-try order spans them)."""
 
-    def __init__(self, ops: AgentOps, counts: dict[tuple[str, str], int]) -> None:
+    def __init__(
+        self, ops: AgentOps, counts: dict[tuple[str, str], int], warm: WarmOps | None = None
+    ) -> None:
         self._ops = ops
+        self._warm = warm
         self._counts = counts
         self._tails: dict[TryKey, asyncio.Task[None]] = {}
         self._streams: set[_Stream] = set()
@@ -101,6 +107,9 @@ class ChannelHandler:
         if kind == "exchange":
             stream.spawn(self._run(stream, item, kind, self._exchange(item.exchange, stream.peer)))
             return
+        if kind in ("pod_exchange", "next_task"):  # a warm pod's own messages
+            stream.spawn(self._run(stream, item, kind, self._warm_op(kind, item, stream.peer)))
+            return
         token = item.session_token
         try:
             claims = ops.claims(token)
@@ -138,6 +147,13 @@ class ChannelHandler:
         if previous is not None and not previous.done():
             await asyncio.wait([previous])
         await work
+
+    async def _warm_op(self, kind: str, item: Any, peer: str) -> Any:
+        if self._warm is None:
+            raise Refuse(grpc.StatusCode.UNIMPLEMENTED, "this endpoint has no warm pods")
+        if kind == "pod_exchange":
+            return await self._warm.pod_exchange(item.pod_exchange, peer)
+        return await self._warm.next_task(item.session_token, item.next_task)
 
     async def _exchange(self, request: Any, peer: str) -> Any:
         response = await self._ops.exchange(request, peer)

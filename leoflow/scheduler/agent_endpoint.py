@@ -67,6 +67,7 @@ from leoflow.scheduler.agent_ops import (
     parse,
     status_of,
 )
+from leoflow.scheduler.agent_warm import WarmOps
 from leoflow.scheduler.instruments import register_collector
 
 log = logging.getLogger("leoflow.scheduler.agent_endpoint")
@@ -131,7 +132,8 @@ class AgentEndpoint:
         self._ops = AgentOps(
             backend, signing_key, session_ttl=session_ttl, heartbeat=heartbeat_interval
         )
-        self._channel = ChannelHandler(self._ops, GRPC_REQUESTS.counts)
+        warm = WarmOps(backend, signing_key, session_ttl=session_ttl)
+        self._channel = ChannelHandler(self._ops, GRPC_REQUESTS.counts, warm)
         self._max_message_bytes = max_message_bytes
         self._bounds = bounds if bounds is not None else ConnectionBounds()
         self._server: grpc.aio.Server | None = None

@@ -328,5 +328,8 @@ class AgentOps:
 def _executor_ref(request: Any) -> str:
     """``pod:<name>[@<uid>]`` for a pod, ``proc:<hostname>:<pid>`` for a Lite agent."""
     if request.pod_name:
-        return f"pod:{request.pod_name}" + (f"@{request.pod_uid}" if request.pod_uid else "")
+        ref = f"pod:{request.pod_name}" + (f"@{request.pod_uid}" if request.pod_uid else "")
+        # A warm pod's nth task: different for each task of one pod, so Start's
+        # compare-and-set lets one pod, one hand-over, start a try.
+        return ref + (f";warm={request.pod_task}" if request.pod_task > 0 else "")
     return f"proc:{request.hostname}:{request.pid}"

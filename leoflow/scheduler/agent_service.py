@@ -25,6 +25,7 @@ from leoflow.domain.progress import end_of_try
 from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import TaskState
 from leoflow.domain.task_instance import TaskInstance
+from leoflow.domain.warm_pods import WarmWork
 from leoflow.scheduler.agent_backend import (
     Outcome,
     SessionRefused,
@@ -87,6 +88,24 @@ class SchedulerBackend:
                 return local
         use = await self._tickets.consume(ticket_hash, now)
         return TicketUse(use.status, use.ti_pk, use.try_number)
+
+    def warm_work(self) -> WarmWork | None:
+        """The leader's warm pods (its executor's), None on any other replica."""
+        scheduler = self._scheduler()
+        pool = getattr(scheduler.executor, "warm_pool", None) if scheduler is not None else None
+        return pool
+
+    def drained(self, dag_id: str) -> str:
+        """Why a warm pod of ``dag_id`` is to retire now ("" when it may work on)."""
+        scheduler = self._scheduler()
+        if scheduler is None:
+            return ""
+        if dag_id in scheduler.book.paused:
+            return "its DAG is paused"
+        book = scheduler.book
+        if dag_id not in book.dags and not any(r.dag_id == dag_id for r in book.runs.values()):
+            return "its DAG was deleted"
+        return ""
 
     # ------------------------------------------------------------ leader path
 
@@ -172,6 +191,10 @@ class SchedulerBackend:
 
     async def complete(self, s: TaskSession, outcome: Outcome) -> None:
         now = self._clock()
+        if (pool := self.warm_work()) is not None:
+            # Before the scheduler hears it (and launches what follows): a warm pod
+            # finishing its try is about to ask for the next, no new pod needed.
+            pool.try_ending((s.ti_pk, s.try_number))
         reason, message, output = settle_output(
             outcome_of(outcome), outcome.message, outcome.output, outcome.output_error
         )

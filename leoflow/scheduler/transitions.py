@@ -162,6 +162,7 @@ class Transitions:
             ticket=ticket,
             env=run_env(run.spec, run.logical_date),
             inputs={} if self.uses_agent else mirror_inputs(run, ti.task_id),
+            reuse_pods=run.spec.kubernetes.reuse_pods if run.spec.kubernetes else None,
         )
 
     def finish_runs(

@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from leoflow.settings import Settings, SettingsError
+from leoflow.settings_env import environment_values
 from tests.chart.chartlib import (
     ALL_TOGGLES,
     CHART,
@@ -370,3 +372,19 @@ def test_image_and_pull_secrets(render: Any) -> None:
         assert pod_spec(deploy)["imagePullSecrets"] == [{"name": "regcred"}]
     cm = one(docs, "ConfigMap", "leoflow-config")["data"]
     assert cm["LEOFLOW_TASK_IMAGE"] == "example.com/dags:1"
+
+
+def test_reuse_pods_default_follows_values_and_loads_as_settings(render: Any) -> None:
+    cm = one(render(), "ConfigMap", "leoflow-config")["data"]
+    assert not any(k.startswith("LEOFLOW_REUSE_PODS_DEFAULT") for k in cm)  # a pod per try
+    docs = render("--set", "reusePods.maxPods=6", "--set", "reusePods.idleTimeout=45s")
+    cm = one(docs, "ConfigMap", "leoflow-config")["data"]
+    env = {k: v for k, v in cm.items() if k.startswith("LEOFLOW_REUSE_PODS_DEFAULT")}
+    assert env == {
+        "LEOFLOW_REUSE_PODS_DEFAULT__MAX_PODS": "6",
+        "LEOFLOW_REUSE_PODS_DEFAULT__IDLE_TIMEOUT": "45s",
+        "LEOFLOW_REUSE_PODS_DEFAULT__MAX_TASKS_PER_POD": "200",
+    }
+    values = environment_values(Settings, env, SettingsError)
+    reuse = Settings(**values).reuse_pods_default
+    assert reuse is not None and (reuse.max_pods, reuse.idle_timeout) == (6, 45.0)

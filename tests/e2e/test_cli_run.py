@@ -195,3 +195,26 @@ def test_run_rejects_a_missing_webhook_secret_before_starting(
         "in the secrets directory"
     ) in done.stderr
     assert "never" not in done.stdout
+
+
+def test_validate_warns_when_reuse_pods_cannot_share_a_pod(
+    leoflow: Leoflow, tmp_path: Path
+) -> None:
+    dag = tmp_path / "warm.yaml"
+    dag.write_text(
+        "dag_id: warm\nkubernetes:\n  reuse_pods: {max_pods: 2}\ntasks:\n"
+        "  a: {command: 'true', image: 'one:1'}\n  b: {command: 'true', image: 'two:1'}\n"
+    )
+    done = leoflow("dags", "validate", str(dag))
+    assert done.returncode == 0, done.stderr
+    assert "warm: kubernetes.reuse_pods: no two tasks share a pod shape" in done.stderr
+    assert "the 'agent' executor ignores it" in done.stderr
+    dag.write_text(dag.read_text().replace("two:1", "one:1"))
+    shared = leoflow("--config", str(_kube_settings(tmp_path)), "dags", "validate", str(dag))
+    assert shared.returncode == 0 and "reuse_pods" not in shared.stderr, shared.stderr
+
+
+def _kube_settings(tmp_path: Path) -> Path:
+    settings = tmp_path / "kube.yaml"
+    settings.write_text("executor: kubernetes\n")
+    return settings

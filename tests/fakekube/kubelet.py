@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -147,6 +149,7 @@ class _Run:
     grace: float = 30.0
     procs: list[asyncio.subprocess.Process] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
+    empty_dirs: dict[str, str] = field(default_factory=dict)  # mount path -> host dir
 
 
 def _container_id() -> str:
@@ -190,8 +193,12 @@ class FakeKubelet:
         namespace: str | None = None,
         inherit_env: bool = True,
         agents: SimulatedAgents | None = None,
+        start_latency: float = 0.0,
     ) -> None:
+        """``start_latency``: seconds from a pod's binding to its container running (a
+        real node's image check, sandbox and container start), for benchmarks."""
         self.server = server
+        self.start_latency = start_latency
         self.agents = agents or SimulatedAgents()
         self.node_name = node_name
         self.namespace = namespace
@@ -333,6 +340,11 @@ class FakeKubelet:
                 await run.terminating.wait()
                 self._finish_deletion(run)
                 return
+            if self.start_latency > 0:
+                await wait_set(run.terminating, self.start_latency)
+                if run.terminating.is_set():
+                    self._finish_deletion(run)
+                    return
             started = now()
             self._ip += 1
             self._status(run, lambda s: self._running(s, containers, started))
@@ -354,6 +366,8 @@ class FakeKubelet:
                 self._finish_deletion(run)
         finally:
             self._runs.pop(run.uid, None)
+            for host_dir in run.empty_dirs.values():
+                shutil.rmtree(host_dir, ignore_errors=True)
 
     def _finish_deletion(self, run: _Run) -> None:
         """The kubelet's last word on a terminating pod: delete it with grace 0."""
@@ -374,7 +388,17 @@ class FakeKubelet:
         )
         return [(outcome.exit_code, reason, "") for _ in containers]
 
-    def _env(self, pod: JsonObj, container: JsonObj) -> dict[str, str]:
+    @staticmethod
+    def _empty_dirs(pod: JsonObj, container: JsonObj, run: _Run) -> dict[str, str]:
+        """The container's emptyDir mounts, each a fresh host directory of this pod (the
+        process runs on this host: its /tmp would be the host's, shared by every pod)."""
+        empty = {v["name"] for v in pod["spec"].get("volumes") or [] if "emptyDir" in v}
+        for mount in container.get("volumeMounts") or []:
+            if mount.get("name") in empty and mount["mountPath"] not in run.empty_dirs:
+                run.empty_dirs[mount["mountPath"]] = tempfile.mkdtemp(prefix="fakekube-empty-")
+        return run.empty_dirs
+
+    def _env(self, pod: JsonObj, container: JsonObj, run: _Run) -> dict[str, str]:
         env = (
             dict(os.environ)
             if self.inherit_env
@@ -389,9 +413,11 @@ class FakeKubelet:
             "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
             "status.podIP": f"10.244.0.{self._ip}",
         }
+        mounts = self._empty_dirs(pod, container, run)
         for var in container.get("env") or []:
             if "value" in var:
-                env[var["name"]] = str(var["value"])
+                # A path into an emptyDir mount names the pod's own host directory.
+                env[var["name"]] = mounts.get(str(var["value"]), str(var["value"]))
                 continue
             path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
             if path in fields:
@@ -414,7 +440,7 @@ class FakeKubelet:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
-                env=self._env(pod, container),
+                env=self._env(pod, container, run),
                 cwd=container.get("workingDir") or None,
                 start_new_session=True,
             )

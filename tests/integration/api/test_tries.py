@@ -129,3 +129,33 @@ async def test_the_gantt_draws_every_try_with_a_link_to_it(api: httpx.AsyncClien
     assert "3 tries of 3 task instances; 2 not tried yet" in page.text
     run_page = await api.get("/dags/etl/runs/r")
     assert 'href="/dags/etl/runs/r/gantt"' in run_page.text
+
+
+async def test_a_try_in_a_warm_pod_says_which_pod_and_its_nth_task(
+    store: Store, settings: Settings
+) -> None:
+    await _seed(store)
+    (run,) = await store.list_runs(dag_id="etl")
+    pk = {t.task_id: t.pk for t in await store.list_task_instances(run_pk=run.pk)}["extract"]
+    ref = "pod:lfw-etl-0a1b2c3d-99aa@uid-1;warm=3"
+    assert await store.transition_task(pk, S.NONE, S.SCHEDULED, epoch=None)
+    assert all(
+        await store.transition_tasks(
+            [
+                TaskChange(pk, S.SCHEDULED, S.QUEUED, None, {"try_number": 1, "queued_at": 5.0}),
+                TaskChange(pk, S.QUEUED, S.RUNNING, None, {"started_at": 6.0, "executor_ref": ref}),
+            ],
+            epoch=None,
+        )
+    )
+    app = create_app(store, settings, auth=Auth.disabled())
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    ) as client:
+        tries = (await client.get(URL.replace("transform", "extract"))).json()["tries"]
+        page = await client.get("/dags/etl/runs/r/tasks/extract")
+        other = (await client.get(URL)).json()["tries"]
+    (only,) = tries
+    assert (only["pod"], only["pod_kind"], only["pod_task"]) == ("lfw-etl-0a1b2c3d-99aa", "warm", 3)
+    assert "(warm pod, its task 3)" in page.text, page.text
+    assert {t["pod_kind"] for t in other} == {None}  # Lite's agent: no pod at all

@@ -238,3 +238,13 @@ def test_a_queued_try_waiting_for_the_apiserver_says_since_when() -> None:
     # A note left from an earlier try's end (a failure reason) is not a waiting reason.
     old = ti(1, TaskState.QUEUED, try_number=2, reason="exit_code", message="exited 1")
     assert explain(old, RUN, now=NOW).reason == "launching"
+
+
+def test_a_queued_try_waiting_for_a_warm_pod_says_so_not_a_slot() -> None:
+    for reason, note in (
+        ("warm_pod_starting", "admitted (it holds its slots); waiting for a warm pod to start"),
+        ("warm_pod_limit", "admitted (it holds its slots); waiting for a warm pod of its shape"),
+    ):
+        waiting = ti(1, TaskState.QUEUED, try_number=1, reason=reason, message=note)
+        answer = explain(waiting, RUN, now=NOW)
+        assert (answer.waiting, answer.reason, answer.message) == (True, reason, note)

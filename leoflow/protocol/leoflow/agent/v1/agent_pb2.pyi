@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AgentItem(_message.Message):
-    __slots__ = ("id", "session_token", "exchange", "start", "heartbeat", "log", "complete", "resolve_secret")
+    __slots__ = ("id", "session_token", "exchange", "start", "heartbeat", "log", "complete", "resolve_secret", "pod_exchange", "next_task")
     ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
     EXCHANGE_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,8 @@ class AgentItem(_message.Message):
     LOG_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     RESOLVE_SECRET_FIELD_NUMBER: _ClassVar[int]
+    POD_EXCHANGE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TASK_FIELD_NUMBER: _ClassVar[int]
     id: int
     session_token: str
     exchange: ExchangeRequest
@@ -25,7 +27,9 @@ class AgentItem(_message.Message):
     log: LogChunk
     complete: CompleteRequest
     resolve_secret: ResolveSecretRequest
-    def __init__(self, id: _Optional[int] = ..., session_token: _Optional[str] = ..., exchange: _Optional[_Union[ExchangeRequest, _Mapping]] = ..., start: _Optional[_Union[StartRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., log: _Optional[_Union[LogChunk, _Mapping]] = ..., complete: _Optional[_Union[CompleteRequest, _Mapping]] = ..., resolve_secret: _Optional[_Union[ResolveSecretRequest, _Mapping]] = ...) -> None: ...
+    pod_exchange: PodExchangeRequest
+    next_task: NextTaskRequest
+    def __init__(self, id: _Optional[int] = ..., session_token: _Optional[str] = ..., exchange: _Optional[_Union[ExchangeRequest, _Mapping]] = ..., start: _Optional[_Union[StartRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., log: _Optional[_Union[LogChunk, _Mapping]] = ..., complete: _Optional[_Union[CompleteRequest, _Mapping]] = ..., resolve_secret: _Optional[_Union[ResolveSecretRequest, _Mapping]] = ..., pod_exchange: _Optional[_Union[PodExchangeRequest, _Mapping]] = ..., next_task: _Optional[_Union[NextTaskRequest, _Mapping]] = ...) -> None: ...
 
 class AgentBatch(_message.Message):
     __slots__ = ("items",)
@@ -34,7 +38,7 @@ class AgentBatch(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[AgentItem, _Mapping]]] = ...) -> None: ...
 
 class ItemReply(_message.Message):
-    __slots__ = ("id", "code", "details", "exchange", "start", "heartbeat", "log", "complete", "resolve_secret")
+    __slots__ = ("id", "code", "details", "exchange", "start", "heartbeat", "log", "complete", "resolve_secret", "pod_exchange", "next_task")
     ID_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +48,8 @@ class ItemReply(_message.Message):
     LOG_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     RESOLVE_SECRET_FIELD_NUMBER: _ClassVar[int]
+    POD_EXCHANGE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TASK_FIELD_NUMBER: _ClassVar[int]
     id: int
     code: int
     details: str
@@ -53,7 +59,9 @@ class ItemReply(_message.Message):
     log: LogsAck
     complete: CompleteResponse
     resolve_secret: ResolveSecretResponse
-    def __init__(self, id: _Optional[int] = ..., code: _Optional[int] = ..., details: _Optional[str] = ..., exchange: _Optional[_Union[ExchangeResponse, _Mapping]] = ..., start: _Optional[_Union[StartResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., log: _Optional[_Union[LogsAck, _Mapping]] = ..., complete: _Optional[_Union[CompleteResponse, _Mapping]] = ..., resolve_secret: _Optional[_Union[ResolveSecretResponse, _Mapping]] = ...) -> None: ...
+    pod_exchange: PodExchangeResponse
+    next_task: NextTaskResponse
+    def __init__(self, id: _Optional[int] = ..., code: _Optional[int] = ..., details: _Optional[str] = ..., exchange: _Optional[_Union[ExchangeResponse, _Mapping]] = ..., start: _Optional[_Union[StartResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., log: _Optional[_Union[LogsAck, _Mapping]] = ..., complete: _Optional[_Union[CompleteResponse, _Mapping]] = ..., resolve_secret: _Optional[_Union[ResolveSecretResponse, _Mapping]] = ..., pod_exchange: _Optional[_Union[PodExchangeResponse, _Mapping]] = ..., next_task: _Optional[_Union[NextTaskResponse, _Mapping]] = ...) -> None: ...
 
 class ReplyBatch(_message.Message):
     __slots__ = ("replies",)
@@ -88,16 +96,18 @@ class ExchangeResponse(_message.Message):
     def __init__(self, session_token: _Optional[str] = ..., dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., task_id: _Optional[str] = ..., try_number: _Optional[int] = ..., heartbeat_interval_seconds: _Optional[float] = ..., start: _Optional[_Union[StartResponse, _Mapping]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
-    __slots__ = ("pod_name", "pod_uid", "hostname", "pid")
+    __slots__ = ("pod_name", "pod_uid", "hostname", "pid", "pod_task")
     POD_NAME_FIELD_NUMBER: _ClassVar[int]
     POD_UID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    POD_TASK_FIELD_NUMBER: _ClassVar[int]
     pod_name: str
     pod_uid: str
     hostname: str
     pid: int
-    def __init__(self, pod_name: _Optional[str] = ..., pod_uid: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+    pod_task: int
+    def __init__(self, pod_name: _Optional[str] = ..., pod_uid: _Optional[str] = ..., hostname: _Optional[str] = ..., pid: _Optional[int] = ..., pod_task: _Optional[int] = ...) -> None: ...
 
 class StartResponse(_message.Message):
     __slots__ = ("argv", "env", "cwd", "timeout_seconds", "secret_names", "inputs", "output_limit_bytes")
@@ -206,3 +216,43 @@ class ResolveSecretResponse(_message.Message):
     VALUE_FIELD_NUMBER: _ClassVar[int]
     value: str
     def __init__(self, value: _Optional[str] = ...) -> None: ...
+
+class PodExchangeRequest(_message.Message):
+    __slots__ = ("ticket",)
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    ticket: str
+    def __init__(self, ticket: _Optional[str] = ...) -> None: ...
+
+class PodExchangeResponse(_message.Message):
+    __slots__ = ("pod_token", "dag_id", "shape", "idle_timeout_seconds", "max_tasks")
+    POD_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    pod_token: str
+    dag_id: str
+    shape: str
+    idle_timeout_seconds: float
+    max_tasks: int
+    def __init__(self, pod_token: _Optional[str] = ..., dag_id: _Optional[str] = ..., shape: _Optional[str] = ..., idle_timeout_seconds: _Optional[float] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+
+class NextTaskRequest(_message.Message):
+    __slots__ = ("done", "wait_seconds")
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    done: int
+    wait_seconds: float
+    def __init__(self, done: _Optional[int] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
+
+class NextTaskResponse(_message.Message):
+    __slots__ = ("ticket", "retire", "reason", "pod_token")
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    RETIRE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    POD_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ticket: str
+    retire: bool
+    reason: str
+    pod_token: str
+    def __init__(self, ticket: _Optional[str] = ..., retire: _Optional[bool] = ..., reason: _Optional[str] = ..., pod_token: _Optional[str] = ...) -> None: ...
