@@ -1,4 +1,4 @@
-"""FakeApiServer: core/v1 pods and coordination.k8s.io/v1 leases over real HTTP.
+"""FakeApiServer: core/v1 pods and configmaps, coordination.k8s.io/v1 leases, over real HTTP.
 
 Kubernetes cannot run in the test environment, so the scheduler's kube adapter is
 tested against this server through the real ``kubernetes_asyncio`` client, on the
@@ -475,7 +475,13 @@ class FakeApiServer:
             pre = opts.get("preconditions") or {}
             return _json(
                 self.registry.delete(
-                    rt, ns, name, grace, pre.get("uid"), pre.get("resourceVersion")
+                    rt,
+                    ns,
+                    name,
+                    grace,
+                    pre.get("uid"),
+                    pre.get("resourceVersion"),
+                    opts.get("propagationPolicy") or request.query.get("propagationPolicy"),
                 )
             )
         raise ApiError(

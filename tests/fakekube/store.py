@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 JsonObj = dict[str, Any]
-Key = tuple[str, str, str]  # (resource, namespace, name); resource is "pods" or "leases"
+Key = tuple[str, str, str]  # (resource, namespace, name); resource "pods", "configmaps" or "leases"
 
 
 def _clone(obj: JsonObj) -> JsonObj:
@@ -71,6 +71,9 @@ class Store:
         self._objects: dict[Key, JsonObj] = {}
         self._history: list[StoreEvent] = []
         self._subs: set[Subscription] = set()
+        # Called with (resource, namespace, last state) when an object is removed: the
+        # garbage collector's model (gc.py) listens.
+        self.on_remove: list[Callable[[str, str, JsonObj], None]] = []
         # Container logs the kubelet recorded: (namespace, pod, container) -> text.
         self.logs: dict[tuple[str, str, str], str] = {}
         self._log_event = asyncio.Event()
@@ -141,6 +144,8 @@ class Store:
         gone = _clone(prev)
         gone["metadata"]["resourceVersion"] = str(rv)
         self._emit(StoreEvent("DELETED", rv, resource, namespace, _clone(gone), prev))
+        for hook in self.on_remove:
+            hook(resource, namespace, prev)
         return gone
 
     def _emit(self, event: StoreEvent) -> None:
