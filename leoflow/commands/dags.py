@@ -282,6 +282,17 @@ def _pause(paused: bool) -> Command:
     return cmd
 
 
+@api_command
+def cmd_delete(args: argparse.Namespace) -> int:
+    with client(args) as session:
+        data = call(session, "DELETE", f"/api/v1/dags/{url(args.dag_id)}").json()
+    if args.json:
+        print_json(data)
+    else:
+        print(f"{data['dag_id']}: deleted (its task pods go with its GC anchor; runs kept)")
+    return EXIT_OK
+
+
 def add_parser(sub: Any) -> None:
     dags = sub.add_parser("dags", help="work with DAG files").add_subparsers(
         dest="dags_command", required=True, metavar="SUBCOMMAND"
@@ -326,6 +337,8 @@ def add_parser(sub: Any) -> None:
     listing.add_argument(
         "--all", action="store_true", help="also the DAGs only `leoflow run FILE` registered"
     )
+    p = api_parser(dags, "delete", "delete a DAG and its task pods (admin)", cmd_delete)
+    p.add_argument("dag_id", metavar="DAG")
     for name, paused in (("pause", True), ("unpause", False)):
         p = api_parser(dags, name, f"{name} a DAG (operator)", _pause(paused))
         p.add_argument("dag_id", metavar="DAG")

@@ -21,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Collection, Iterable
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
 
+from leoflow.aio.waits import wait_set
 from leoflow.domain.execution import LaunchError
 from leoflow.kube.client import KubeClient
 from leoflow.kube.errors import AlreadyExists, KubeError
@@ -89,19 +91,31 @@ class BeingDeleted(KubeError):
 class DagAnchors:
     """The anchors this scheduler made or found, by DAG id: uid cache, creates, deletes."""
 
-    def __init__(self, client: Callable[[], KubeClient | None], namespace: str) -> None:
+    def __init__(
+        self,
+        client: Callable[[], KubeClient | None],
+        namespace: str,
+        clock: Callable[[], float] = time.time,
+        busy: Callable[[], Collection[str]] = frozenset,
+    ) -> None:
         self._client = client
         self.namespace = namespace
+        self._clock = clock
+        # The DAGs with tries in flight: never retired under them (a DAG learned after
+        # the last ``keep_only``, or one whose runs the scheduler has not recovered yet).
+        self._busy = busy
         self._uids: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._live: frozenset[str] | None = None
+        self._keep: dict[str, float | None] | None = None
         self._wanted = asyncio.Event()
         self._swept = False
-        self._doomed: set[str] = set()  # anchors whose delete got no answer yet
+        # The DAGs whose anchor exists as far as this scheduler knows: made or found,
+        # and not yet deleted (a forgotten uid stays here, a delete without answer too).
+        self._seen: set[str] = set()
 
     def known(self) -> set[str]:
-        """The DAGs whose anchor this scheduler made or found (or failed to delete)."""
-        return set(self._uids) | self._doomed
+        """The DAGs whose anchor this scheduler made or found and has not deleted."""
+        return set(self._seen)
 
     def forget(self, dag_id: str) -> None:
         """The cached uid may be stale (a pod of the DAG vanished): ask again next time."""
@@ -134,7 +148,7 @@ class DagAnchors:
                         f"leave room for one ConfigMap per DAG"
                     ) from exc
                 self._uids[dag_id] = uid
-                self._doomed.discard(dag_id)
+                self._seen.add(dag_id)
             self._locks.pop(dag_id, None)
         return owner_reference(name, uid)
 
@@ -177,20 +191,25 @@ class DagAnchors:
         client = self._client()
         assert client is not None, "start() first"
         found = await client.list_configmaps(ANCHOR_SELECTOR)
-        deleted: list[str] = []
+        orphans: list[tuple[str, JsonObj]] = []
         for item in found.get("items") or []:
             meta = item.get("metadata") or {}
             dag_id = str((item.get("data") or {}).get(DATA_DAG, ""))
             if meta.get("name") != anchor_name(dag_id) or meta.get("deletionTimestamp"):
                 continue  # not an anchor this code made, or on its way out
-            if dag_id in live:
+            if dag_id in live or dag_id in self._busy():
                 self._uids.setdefault(dag_id, str(meta["uid"]))
-                continue
+                self._seen.add(dag_id)
+            else:
+                orphans.append((dag_id, meta))
+        deleted: list[str] = []
+        for dag_id, meta in orphans:
             try:
                 await client.delete_configmap(meta["name"], uid=str(meta["uid"]))
             except KubeError as exc:
                 if exc.status != 409:  # 409: a new anchor by now, not an orphan
                     log.warning("deleting the orphan GC anchor of DAG %r: %s", dag_id, exc)
+                    self._seen.add(dag_id)
                 continue
             deleted.append(dag_id)
         if deleted:
@@ -199,26 +218,33 @@ class DagAnchors:
 
     # ---- retiring the anchors of DAGs that are gone ------------------------------------
 
-    def keep_only(self, live: Collection[str]) -> None:
-        """Every DAG but these is gone: ``run`` deletes their anchors (the first call
-        after start-up sweeps with one LIST; later ones delete only anchors this
-        scheduler made or found). Returns at once: the scheduler never waits on it."""
-        self._live = frozenset(live)
+    def keep_only(self, keep: Mapping[str, float | None]) -> None:
+        """Every DAG that exists, kept until a time (None: for good); every other DAG
+        is gone: ``run`` deletes their anchors (the first time after start-up it sweeps
+        with one LIST; later it deletes only anchors this scheduler made or found).
+        Returns at once: the scheduler never waits on it."""
+        self._keep = dict(keep)
         self._wanted.set()
 
     async def run(self, backoff: Backoff) -> None:
-        """Delete what ``keep_only`` asked for, trying again after a failure."""
+        """Delete what ``keep_only`` asked for when it is due, again after a failure."""
         while True:
-            await self._wanted.wait()
             self._wanted.clear()
-            live = self._live
-            if live is None:
-                continue
-            if await self._retire(live):
-                backoff.reset()
-                continue
-            await asyncio.sleep(backoff.next())
-            self._wanted.set()  # not all answered: again, with the newest wish
+            keep = self._keep
+            wait: float | None = None
+            if keep is not None:
+                now = self._clock()
+                live = frozenset(d for d, until in keep.items() if until is None or until > now)
+                if await self._retire(live):
+                    backoff.reset()
+                else:
+                    wait = backoff.next()
+                later = [
+                    until - now for until in keep.values() if until is not None and until > now
+                ]
+                if later:
+                    wait = min(later) if wait is None else min(wait, min(later))
+            await wait_set(self._wanted, wait)
 
     async def _retire(self, live: frozenset[str]) -> bool:
         try:
@@ -228,11 +254,11 @@ class DagAnchors:
         except KubeError as exc:
             log.warning("listing the DAGs' GC anchors failed: %s; trying again", exc)
             return False
-        done = True
-        for dag_id in sorted(self.known() - live):
+        busy = set(self._busy())
+        done = not (self.known() - live) & busy  # a busy one: again once its tries end
+        for dag_id in sorted(self.known() - live - busy):
             if await self.delete(dag_id) is None:
-                self._doomed.add(dag_id)
                 done = False
             else:
-                self._doomed.discard(dag_id)
+                self._seen.discard(dag_id)
         return done

@@ -35,7 +35,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from leoflow.domain.execution import (
     Attempt,
@@ -100,7 +100,12 @@ class KubernetesExecutor:
         self._tries = Tries()
         self._gc = PodGc(settings.pod_gc_age, clock)
         self._writes = PodWrites(settings, lambda: self.client, lambda: self._report, clock)
-        self.anchors = DagAnchors(lambda: self.client, settings.task_namespace)
+        self.anchors = DagAnchors(
+            lambda: self.client,
+            settings.task_namespace,
+            clock,
+            busy=lambda: {t.dag_id for t in self._tries.by_key.values()},
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self._deletes: set[asyncio.Task[object]] = set()
@@ -417,10 +422,13 @@ class KubernetesExecutor:
         self._deletes.add(task)
         task.add_done_callback(self._deletes.discard)
 
-    def keep_dags(self, live: Collection[str]) -> None:
-        """The DAGs that exist: every other DAG's GC anchor is deleted, and the
-        cluster's garbage collector deletes its pods (in the background: returns at once)."""
-        self.anchors.keep_only(live)
+    def keep_dags(self, keep: Mapping[str, float | None] | Collection[str]) -> None:
+        """The DAGs that exist, each kept until a time (None: for good): every other
+        DAG's GC anchor is deleted, and the cluster's garbage collector deletes its pods
+        (in the background: returns at once)."""
+        if not isinstance(keep, Mapping):
+            keep = dict.fromkeys(keep)
+        self.anchors.keep_only(keep)
 
     @property
     def in_flight(self) -> int:

@@ -41,7 +41,12 @@ def test_task_role_exactly_matches_call_table(variant: tuple[str, Docs]) -> None
     assert _rules_as_calls(role, "task") == _table("task")
     for rule in role["rules"]:
         assert set(rule) == {"apiGroups", "resources", "verbs"}  # no wildcards, no names
-        assert set(rule["resources"]) <= {"pods", "pods/log", "configmaps", "persistentvolumeclaims"}
+        assert set(rule["resources"]) <= {
+            "pods",
+            "pods/log",
+            "configmaps",
+            "persistentvolumeclaims",
+        }
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
 
 

@@ -344,6 +344,18 @@ class FakeApiServer:
         finally:
             self.store.unsubscribe(sub)
 
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Wait (event-driven, no polling) until ``predicate()`` holds after a write of
+        any object (a pod, a ConfigMap, what the garbage collector did)."""
+        sub = self.store.subscribe("*", None)
+        try:
+            async with asyncio.timeout(timeout):
+                while not predicate():
+                    if await sub.queue.get() is None:
+                        raise RuntimeError("store closed while waiting")
+        finally:
+            self.store.unsubscribe(sub)
+
     async def wait_for_log(
         self,
         namespace: str,

@@ -51,8 +51,8 @@ class Subscription:
     queue: asyncio.Queue[StoreEvent | None] = field(default_factory=asyncio.Queue)
 
     def wants(self, event: StoreEvent) -> bool:
-        """Whether this subscriber watches the event's resource and namespace."""
-        return event.resource == self.resource and self.namespace in (None, event.namespace)
+        """Whether this subscriber watches the event's resource ("*": any) and namespace."""
+        return self.resource in ("*", event.resource) and self.namespace in (None, event.namespace)
 
     def close(self) -> None:
         """Wake the consumer with the end-of-feed marker (None)."""

@@ -15,7 +15,7 @@ from leoflow.kube.client import KubeClient
 from leoflow.kube.dag_anchor import anchor_manifest, anchor_name
 from leoflow.kube.executor import KubernetesExecutor
 from tests.fakekube import FakeApiServer, RequestInfo
-from tests.integration.kube.conftest import TASK_NS, launch_for
+from tests.integration.kube.conftest import TASK_NS, Reports, launch_for
 
 CM = ("create", "", "configmaps")
 
@@ -33,12 +33,6 @@ def _owners(server: FakeApiServer, name: str) -> list[dict[str, Any]]:
 
 def _anchor(server: FakeApiServer, dag_id: str) -> dict[str, Any] | None:
     return server.store.get("configmaps", TASK_NS, anchor_name(dag_id))
-
-
-async def _wait(predicate: Any, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.02)
 
 
 async def test_every_pod_is_owned_by_its_dags_anchor_made_once_per_dag(
@@ -113,7 +107,7 @@ async def test_deleting_the_anchor_deletes_its_pods_and_only_its_pods(
     await executor.launch(launch_for(4, dag_id="billing"))
     assert len(server.pod_names(TASK_NS)) == 4
     assert await kube.delete_configmap(anchor_name("sales")) is True
-    await _wait(lambda: len(server.pod_names(TASK_NS)) == 1)
+    await server.wait_until(lambda: len(server.pod_names(TASK_NS)) == 1)
     (left,) = server.pod_names(TASK_NS)
     assert left.endswith("-4-1")
     assert sorted(n for _, _, n in server.registry.gc.deleted) == sorted(
@@ -122,32 +116,39 @@ async def test_deleting_the_anchor_deletes_its_pods_and_only_its_pods(
 
 
 async def test_the_sweep_deletes_orphans_with_one_list_and_keeps_the_rest(
-    server: FakeApiServer, kube: KubeClient, executor: KubernetesExecutor
+    server: FakeApiServer, kube: KubeClient, executor: KubernetesExecutor, reports: Reports
 ) -> None:
     kept = await kube.create_configmap(anchor_manifest("sales", TASK_NS))
     await kube.create_configmap(anchor_manifest("gone", TASK_NS))
     server.reset_counts()
     executor.keep_dags({"sales", "billing"})
-    await _wait(lambda: _anchor(server, "gone") is None)
+    await server.wait_until(lambda: _anchor(server, "gone") is None)
     assert server.counts[("list", "", "configmaps")] == 1
     # The kept anchor's uid came with the list: launching costs no anchor call.
     await executor.launch(launch_for(1, dag_id="sales"))
     assert server.counts[CM] == 0
     (name,) = server.pod_names(TASK_NS)
     assert _owners(server, name)[0]["uid"] == kept["metadata"]["uid"]
-    # A DAG gone later: its anchor goes (and the pod with it), no second LIST.
+    # A DAG gone later: its anchor goes (and the pod with it), no second LIST; not
+    # while a try of it is in flight, but as soon as that try has ended.
     executor.keep_dags({"billing"})
-    await _wait(lambda: _anchor(server, "sales") is None and not server.pod_names(TASK_NS))
+    await executor.cancel(1, 1, "the test")
+    await server.wait_until(
+        lambda: _anchor(server, "sales") is None and not server.pod_names(TASK_NS)
+    )
     assert server.counts[("list", "", "configmaps")] == 1
+    assert (await reports.wait_finished()).ti_pk == 1
 
 
 async def test_the_pod_watch_stays_the_only_watch(
     server: FakeApiServer, kube: KubeClient, executor: KubernetesExecutor
 ) -> None:
+    await kube.create_configmap(anchor_manifest("old", TASK_NS))
     for pk in range(1, 4):
         await executor.launch(launch_for(pk, dag_id=f"dag{pk}"))
-    executor.keep_dags({"dag1"})
-    await _wait(lambda: _anchor(server, "dag3") is None)
+    executor.keep_dags({"dag1"})  # dag2 and dag3 have tries in flight: kept for now
+    await server.wait_until(lambda: _anchor(server, "old") is None)
+    assert _anchor(server, "dag2") is not None
     watches = {key for key in server.counts if key[0] == "watch"}
     assert watches == {("watch", "", "pods")}
     assert server.open_watches == 1
