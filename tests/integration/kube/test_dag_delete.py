@@ -1,0 +1,103 @@
+"""`leoflow dags delete` on the Kubernetes executor: the CLI asks the API, the API records
+the deletion, the scheduler deletes the DAG's GC anchor and the (fake) cluster's
+garbage collector its pods; another DAG's pods and anchor stay. Real CLI subprocesses,
+a real API server, scheduler, agents (the fake kubelet runs each pod's agent)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from leoflow.api.app import create_app
+from leoflow.api.server import RunningApi, start_server
+from leoflow.domain.states import RunState
+from leoflow.kube.dag_anchor import anchor_name
+from leoflow.runtime.assembly import Runtime, open_runtime
+from tests.fakekube import FakeApiServer, FakeKubelet
+from tests.integration.api.conftest import make_auth
+from tests.integration.api.test_cli import cli
+
+from .conftest import TASK_NS, kube_lite_settings
+from .test_e2e_trigger_rules import finalize_subprocess_transports  # noqa: F401 - autouse
+
+pytestmark = pytest.mark.slow  # the real CLI in subprocesses, pods with real agents
+
+DAG = """
+dag_id: {dag_id}
+tasks:
+  one:
+    command: ["sh", "-c", "echo one"]
+  two:
+    depends_on: [one]
+    command: ["sh", "-c", "echo two"]
+"""
+
+
+@pytest.fixture
+async def runtime(
+    server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Runtime]:
+    # Finished pods stay (no age GC in this test): only the anchor's deletion removes them.
+    settings = kube_lite_settings(server, tmp_path, monkeypatch, pod_gc_age=3600.0)
+    async with FakeKubelet(server, run_commands=True, namespace=TASK_NS):
+        opened = await open_runtime(settings, "kubernetes")
+        try:
+            await opened.scheduler.start()
+            yield opened
+        finally:
+            await opened.close()
+
+
+@pytest.fixture
+async def live(runtime: Runtime) -> AsyncIterator[RunningApi]:
+    app = create_app(runtime.store, runtime.settings, auth=make_auth())
+    running = await start_server(app, "127.0.0.1", 0)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+def _pods_of(server: FakeApiServer, dag_id: str) -> list[str]:
+    return [n for n in server.pod_names(TASK_NS) if n.startswith(f"lf-{dag_id}-")]
+
+
+async def _run(live: RunningApi, runtime: Runtime, tmp_path: Path, dag_id: str) -> None:
+    path = tmp_path / f"{dag_id}.yaml"
+    path.write_text(DAG.format(dag_id=dag_id))
+    code, _, err = await cli(live, "dags", "apply", str(path))
+    assert code == 0, err
+    code, _, err = await cli(live, "trigger", dag_id, "--run-id", "r1", role="operator")
+    assert code == 0, err
+    run = await runtime.store.find_run(dag_id, "r1")
+    assert run is not None
+    async with asyncio.timeout(90):
+        ended = await runtime.scheduler.wait_run(run.pk)
+    assert ended.state is RunState.SUCCESS, ended
+
+
+async def test_dags_delete_deletes_the_anchor_and_its_pods(
+    server: FakeApiServer, runtime: Runtime, live: RunningApi, tmp_path: Path
+) -> None:
+    await _run(live, runtime, tmp_path, "doomed")
+    await _run(live, runtime, tmp_path, "kept")
+    assert len(_pods_of(server, "doomed")) == 2 and len(_pods_of(server, "kept")) == 2
+    assert server.counts[("create", "", "configmaps")] == 2  # once per DAG, not per pod
+
+    code, out, err = await cli(live, "dags", "delete", "doomed")
+    assert (code, err) == (0, "")
+    assert out.startswith("doomed: deleted")
+    await server.wait_until(
+        lambda: not _pods_of(server, "doomed")
+        and server.store.get("configmaps", TASK_NS, anchor_name("doomed")) is None,
+        timeout=30,
+    )
+    assert len(_pods_of(server, "kept")) == 2
+    assert server.store.get("configmaps", TASK_NS, anchor_name("kept")) is not None
+    assert await runtime.store.get_dag("doomed") is None
+    code, _, err = await cli(live, "dags", "delete", "doomed")
+    assert code == 1 and "404" in err
+    assert {k for k in server.counts if k[0] == "watch"} == {("watch", "", "pods")}
