@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from leoflow.api.app import create_app
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
+from leoflow.runtime.dagfolder import record_dag
 from leoflow.api.server import RunningApi, start_server
 from leoflow.domain.states import RunState
 from leoflow.kube.dag_anchor import anchor_name
@@ -41,7 +43,10 @@ async def runtime(
     server: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Runtime]:
     # Finished pods stay (no age GC in this test): only the anchor's deletion removes them.
-    settings = kube_lite_settings(server, tmp_path, monkeypatch, pod_gc_age=3600.0)
+    # A removed DAG file's grace is 0: its anchor goes as soon as no run of it is live.
+    settings = kube_lite_settings(
+        server, tmp_path, monkeypatch, pod_gc_age=3600.0, removed_dag_grace=0.0
+    )
     async with FakeKubelet(server, run_commands=True, namespace=TASK_NS):
         opened = await open_runtime(settings, "kubernetes")
         try:
@@ -65,11 +70,16 @@ def _pods_of(server: FakeApiServer, dag_id: str) -> list[str]:
     return [n for n in server.pod_names(TASK_NS) if n.startswith(f"lf-{dag_id}-")]
 
 
-async def _run(live: RunningApi, runtime: Runtime, tmp_path: Path, dag_id: str) -> None:
+async def _run(
+    live: RunningApi, runtime: Runtime, tmp_path: Path, dag_id: str, *, folder: bool = False
+) -> None:
     path = tmp_path / f"{dag_id}.yaml"
     path.write_text(DAG.format(dag_id=dag_id))
-    code, _, err = await cli(live, "dags", "apply", str(path))
-    assert code == 0, err
+    if folder:  # as the scheduler's DAG folder pass records it
+        await record_dag(runtime.store, load_dag_file(path, LoadOptions()))
+    else:
+        code, _, err = await cli(live, "dags", "apply", str(path))
+        assert code == 0, err
     code, _, err = await cli(live, "trigger", dag_id, "--run-id", "r1", role="operator")
     assert code == 0, err
     run = await runtime.store.find_run(dag_id, "r1")
@@ -91,8 +101,10 @@ async def test_dags_delete_deletes_the_anchor_and_its_pods(
     assert (code, err) == (0, "")
     assert out.startswith("doomed: deleted")
     await server.wait_until(
-        lambda: not _pods_of(server, "doomed")
-        and server.store.get("configmaps", TASK_NS, anchor_name("doomed")) is None,
+        lambda: (
+            not _pods_of(server, "doomed")
+            and server.store.get("configmaps", TASK_NS, anchor_name("doomed")) is None
+        ),
         timeout=30,
     )
     assert len(_pods_of(server, "kept")) == 2
@@ -101,3 +113,28 @@ async def test_dags_delete_deletes_the_anchor_and_its_pods(
     code, _, err = await cli(live, "dags", "delete", "doomed")
     assert code == 1 and "404" in err
     assert {k for k in server.counts if k[0] == "watch"} == {("watch", "", "pods")}
+
+
+async def test_a_removed_dag_file_deletes_the_anchor_and_its_pods(
+    server: FakeApiServer, runtime: Runtime, live: RunningApi, tmp_path: Path
+) -> None:
+    await _run(live, runtime, tmp_path, "filed", folder=True)
+    await _run(live, runtime, tmp_path, "kept")
+    assert len(_pods_of(server, "filed")) == 2
+    # Its file is still in the folder: deleting it would only see it loaded again.
+    code, _, err = await cli(live, "dags", "delete", "filed")
+    assert code == 1 and "409" in err and "remove the file" in err
+    assert server.store.get("configmaps", TASK_NS, anchor_name("filed")) is not None
+
+    # The folder pass after the file was removed: the DAG turns inactive.
+    await runtime.store.deactivate_dags_except(["kept"])
+    runtime.scheduler.wake()
+    await server.wait_until(
+        lambda: (
+            not _pods_of(server, "filed")
+            and server.store.get("configmaps", TASK_NS, anchor_name("filed")) is None
+        ),
+        timeout=30,
+    )
+    assert len(_pods_of(server, "kept")) == 2
+    assert server.store.get("configmaps", TASK_NS, anchor_name("kept")) is not None
