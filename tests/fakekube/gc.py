@@ -17,6 +17,7 @@ patch that changes them is not seen); ``Foreground`` is collected like ``Backgro
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,7 @@ class GarbageCollector:
         orphaning = uid in self._orphaning
         self._orphaning.discard(uid)
         for ref in sorted(refs):
-            self._later(lambda r=ref: self._collect(r, uid, orphan=orphaning))
+            self._later(functools.partial(self._collect, ref, uid, orphan=orphaning))
 
     def _later(self, work: Callable[[], None]) -> None:
         try:

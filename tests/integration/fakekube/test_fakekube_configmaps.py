@@ -145,7 +145,7 @@ async def test_configmaps_are_authorized_like_any_resource() -> None:
         FakeApiServer(rbac=[("create", "", "configmaps", NS)]) as srv,
         srv.api_client() as api,
     ):
-        v1 = client.CoreV1Api(api)
+        v1: Any = client.CoreV1Api(api)
         await v1.create_namespaced_config_map(NS, _cm("x"))
         with pytest.raises(ApiException) as denied:
             await v1.list_namespaced_config_map(NS)

@@ -9,8 +9,8 @@ import pytest
 
 from leoflow.kube import calls
 from leoflow.kube.calls import ApiCall
-from leoflow.kube.dag_anchor import DagAnchors
 from leoflow.kube.client import KubeClient, TokenBucket
+from leoflow.kube.dag_anchor import DagAnchors
 from leoflow.kube.errors import AlreadyExists, CallNotDeclared, Conflict, KubeUnavailable, Refused
 from leoflow.kube.pod import build_pod
 from tests.fakekube import FakeApiServer

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from leoflow.api.app import create_app
-from leoflow.dagfile.loader import LoadOptions, load_dag_file
-from leoflow.runtime.dagfolder import record_dag
 from leoflow.api.server import RunningApi, start_server
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
 from leoflow.domain.states import RunState
 from leoflow.kube.dag_anchor import anchor_name
 from leoflow.runtime.assembly import Runtime, open_runtime
+from leoflow.runtime.dagfolder import record_dag
 from tests.fakekube import FakeApiServer, FakeKubelet
 from tests.integration.api.conftest import make_auth
 from tests.integration.api.test_cli import cli
