@@ -70,6 +70,19 @@ def _pods_of(server: FakeApiServer, dag_id: str) -> list[str]:
     return [n for n in server.pod_names(TASK_NS) if n.startswith(f"lf-{dag_id}-")]
 
 
+async def _gone_but_kept(server: FakeApiServer, dag_id: str) -> None:
+    """Waits until ``dag_id``'s anchor and pods are gone; DAG kept's are all there."""
+    await server.wait_until(
+        lambda: (
+            not _pods_of(server, dag_id)
+            and server.store.get("configmaps", TASK_NS, anchor_name(dag_id)) is None
+        ),
+        timeout=30,
+    )
+    assert len(_pods_of(server, "kept")) == 2
+    assert server.store.get("configmaps", TASK_NS, anchor_name("kept")) is not None
+
+
 async def _run(
     live: RunningApi, runtime: Runtime, tmp_path: Path, dag_id: str, *, folder: bool = False
 ) -> None:
@@ -100,15 +113,7 @@ async def test_dags_delete_deletes_the_anchor_and_its_pods(
     code, out, err = await cli(live, "dags", "delete", "doomed")
     assert (code, err) == (0, "")
     assert out.startswith("doomed: deleted")
-    await server.wait_until(
-        lambda: (
-            not _pods_of(server, "doomed")
-            and server.store.get("configmaps", TASK_NS, anchor_name("doomed")) is None
-        ),
-        timeout=30,
-    )
-    assert len(_pods_of(server, "kept")) == 2
-    assert server.store.get("configmaps", TASK_NS, anchor_name("kept")) is not None
+    await _gone_but_kept(server, "doomed")
     assert await runtime.store.get_dag("doomed") is None
     code, _, err = await cli(live, "dags", "delete", "doomed")
     assert code == 1 and "404" in err
@@ -129,12 +134,4 @@ async def test_a_removed_dag_file_deletes_the_anchor_and_its_pods(
     # The folder pass after the file was removed: the DAG turns inactive.
     await runtime.store.deactivate_dags_except(["kept"])
     runtime.scheduler.wake()
-    await server.wait_until(
-        lambda: (
-            not _pods_of(server, "filed")
-            and server.store.get("configmaps", TASK_NS, anchor_name("filed")) is None
-        ),
-        timeout=30,
-    )
-    assert len(_pods_of(server, "kept")) == 2
-    assert server.store.get("configmaps", TASK_NS, anchor_name("kept")) is not None
+    await _gone_but_kept(server, "filed")
