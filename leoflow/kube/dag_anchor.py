@@ -124,6 +124,9 @@ class DagAnchors:
     async def ensure(self, dag_id: str, shapes: Iterable[str] = ()) -> JsonObj:
         """The owner reference for ``dag_id``'s pods, making the anchor if needed.
 
+        ``shapes`` are written into an anchor this call makes; an anchor that exists
+        keeps what it has (the Role grants no update: an anchor is made or deleted).
+
         Raises ``LaunchError`` when the apiserver refuses the anchor (RBAC, quota,
         an admission webhook) and ``KubeError`` when it gives no useful answer (the
         caller rides that out as it does for the pod itself)."""

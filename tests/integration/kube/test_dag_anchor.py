@@ -152,3 +152,21 @@ async def test_the_pod_watch_stays_the_only_watch(
     watches = {key for key in server.counts if key[0] == "watch"}
     assert watches == {("watch", "", "pods")}
     assert server.open_watches == 1
+
+
+async def test_an_anchor_deleted_behind_our_back_is_made_again(
+    server: FakeApiServer, kube: KubeClient, executor: KubernetesExecutor, reports: Reports
+) -> None:
+    await executor.launch(launch_for(1, dag_id="sales"))
+    await kube.delete_configmap(anchor_name("sales"))  # kubectl delete, say
+    lost = await reports.wait_finished(lambda e: e.ti_pk == 1)
+    assert lost.reason == "lost"
+    # Its pod went with the anchor: the cached uid is stale, so it is asked for again,
+    # and the next try's pod is owned by an anchor that exists (the GC leaves it be).
+    await executor.launch(launch_for(1, 2, dag_id="sales"))
+    assert server.counts[CM] == 2
+    anchor = _anchor(server, "sales")
+    assert anchor is not None
+    (name,) = server.pod_names(TASK_NS)
+    assert _owners(server, name)[0]["uid"] == anchor["metadata"]["uid"]
+    assert server.registry.gc.deleted == [("pods", TASK_NS, "lf-sales-extract-1-1")]
