@@ -135,3 +135,45 @@ async def test_a_removed_dag_file_deletes_the_anchor_and_its_pods(
     await runtime.store.deactivate_dags_except(["kept"])
     runtime.scheduler.wake()
     await _gone_but_kept(server, "filed")
+
+
+async def test_a_removed_dag_files_anchor_stays_while_a_run_of_it_is_live(
+    server: FakeApiServer, runtime: Runtime, live: RunningApi, tmp_path: Path
+) -> None:
+    path = tmp_path / "waits.yaml"
+    # The run stays live with no try in flight: its first try failed, the retry is an
+    # hour away. The failed try's pod is kept (pod_gc_age) and owned by the anchor.
+    path.write_text(
+        "dag_id: waits\ntasks:\n  flaky:\n    retries: 1\n    retry_delay: 1h\n"
+        '    command: ["sh", "-c", "exit 3"]\n'
+    )
+    await record_dag(runtime.store, load_dag_file(path, LoadOptions()))
+    code, _, err = await cli(live, "trigger", "waits", "--run-id", "r1", role="operator")
+    assert code == 0, err
+    (pod,) = await _pods_when(server, "waits")
+    await server.wait_for_pod(
+        TASK_NS, pod, lambda p: p is not None and p["status"].get("phase") == "Failed"
+    )
+    await runtime.store.deactivate_dags_except([])  # its file left the folder
+    runtime.scheduler.wake()
+    # A whole run of another DAG later (many scheduler polls, each telling the executor
+    # which DAGs to keep, with a grace of 0), the live run's pod and anchor are still there.
+    await _run(live, runtime, tmp_path, "kept")
+    assert server.store.get("configmaps", TASK_NS, anchor_name("waits")) is not None
+    assert _pods_of(server, "waits") == [pod]
+
+    # The run ends: now nothing keeps the removed DAG's anchor, nor its pod.
+    code, _, err = await cli(live, "cancel", "waits", "r1", role="operator")
+    assert code == 0, err
+    await server.wait_until(
+        lambda: (
+            server.store.get("configmaps", TASK_NS, anchor_name("waits")) is None
+            and not _pods_of(server, "waits")
+        ),
+        timeout=30,
+    )
+
+
+async def _pods_when(server: FakeApiServer, dag_id: str) -> list[str]:
+    await server.wait_until(lambda: bool(_pods_of(server, dag_id)), timeout=60)
+    return _pods_of(server, dag_id)
