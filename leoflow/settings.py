@@ -178,6 +178,9 @@ class Settings(BaseModel):
     kube_qps: float = Field(20.0, gt=0)
     kube_burst: int = Field(40, gt=0)
     pod_gc_age: float = Field(300.0, ge=0)
+    # A DAG whose file left the folder keeps its GC anchor (and so its task pods) this
+    # long, and as long as a run of it is live; then the anchor is deleted.
+    removed_dag_grace: float = Field(600.0, ge=0)
     pod_lost_grace: float = Field(30.0, ge=0)
     pod_pending_timeout: float = Field(600.0, gt=0)
     # How long a pod create (or delete) rides out an apiserver that does not answer

@@ -1,4 +1,4 @@
-"""DAGs: apply a YAML document, list, get, pause, unpause."""
+"""DAGs: apply a YAML document, list, get, pause, unpause, delete."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 from leoflow.api.auth import Admin, Operator, Viewer
@@ -30,6 +30,7 @@ from leoflow.api.schemas import (
 )
 from leoflow.dagfile.loader import DagFileError, load_options, parse_dag
 from leoflow.domain.catalogue import CatalogueEntry
+from leoflow.domain.states import RunState
 
 router = APIRouter(prefix="/api/v1/dags", tags=["dags"])
 
@@ -179,3 +180,33 @@ async def pause_dag(dag_id: str, ctx: Ctx, who: Operator) -> DagSummary:
 @router.post("/{dag_id}/unpause", response_model=DagSummary, responses=_ERRORS)
 async def unpause_dag(dag_id: str, ctx: Ctx, who: Operator) -> DagSummary:
     return await _set_paused(ctx, dag_id, False)
+
+
+@router.delete(
+    "/{dag_id}",
+    response_model=DagSummary,
+    responses={**_ERRORS, 409: {"model": ErrorOut, "description": "its file is loaded, or runs"}},
+    summary="Delete a DAG: the scheduler deletes its task pods (the DAG's GC anchor)",
+)
+async def delete_dag(dag_id: str, ctx: Ctx, who: Admin) -> DagSummary:
+    """The API records the deletion; the scheduler, seeing the DAG gone, deletes its GC
+    anchor and the cluster's garbage collector its pods. Run history stays."""
+    dag = await dag_or_404(ctx.store, dag_id)
+    if dag.active and not dag.fileloc.startswith("api:"):
+        raise HTTPException(
+            409,
+            f"DAG {dag_id!r} is loaded from {dag.fileloc}: remove the file from the DAG "
+            f"folder first (the scheduler loads it again otherwise)",
+        )
+    live = await ctx.store.list_runs(
+        dag_id=dag_id, states=[RunState.QUEUED, RunState.RUNNING], limit=1
+    )
+    if live:
+        raise HTTPException(
+            409,
+            f"DAG {dag_id!r} has runs queued or running: cancel them first "
+            f"(leoflow cancel {dag_id} RUN)",
+        )
+    await ctx.store.delete_dag(dag_id)
+    ctx.changed()
+    return dag_summary(dag)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -290,19 +290,31 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _pause(paused: bool) -> Command:
+def _dag_action(method: str, action: str, said: Callable[[dict[str, Any]], str]) -> Command:
+    """A command that sends one request about one DAG and says what became of it."""
+
     @api_command
     def cmd(args: argparse.Namespace) -> int:
-        action = "pause" if paused else "unpause"
+        path = f"/api/v1/dags/{url(args.dag_id)}" + (f"/{action}" if action else "")
         with client(args) as session:
-            data = call(session, "POST", f"/api/v1/dags/{url(args.dag_id)}/{action}").json()
+            data = call(session, method, path).json()
         if args.json:
             print_json(data)
         else:
-            print(f"{data['dag_id']}: {'paused' if data['paused'] else 'unpaused'}")
+            print(f"{data['dag_id']}: {said(data)}")
         return EXIT_OK
 
     return cmd
+
+
+def _pause(paused: bool) -> Command:
+    action = "pause" if paused else "unpause"
+    return _dag_action("POST", action, lambda d: "paused" if d["paused"] else "unpaused")
+
+
+cmd_delete = _dag_action(
+    "DELETE", "", lambda _: "deleted (its task pods go with its GC anchor; runs kept)"
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -349,6 +361,8 @@ def add_parser(sub: Any) -> None:
     listing.add_argument(
         "--all", action="store_true", help="also the DAGs only `leoflow run FILE` registered"
     )
+    p = api_parser(dags, "delete", "delete a DAG and its task pods (admin)", cmd_delete)
+    p.add_argument("dag_id", metavar="DAG")
     for name, paused in (("pause", True), ("unpause", False)):
         p = api_parser(dags, name, f"{name} a DAG (operator)", _pause(paused))
         p.add_argument("dag_id", metavar="DAG")

@@ -9,9 +9,9 @@ outcomes from the agent endpoint instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the DAG models cost ~50 ms to import; Lite starts its agent first
     from leoflow.domain.dag import TaskSpec
@@ -116,6 +116,17 @@ class Attempt:
 
 class LaunchError(Exception):
     """The executor could not start the task; the message says why."""
+
+
+@runtime_checkable
+class KeepsDags(Protocol):
+    """An executor that holds something per DAG outside Leoflow (the Kubernetes
+    executor: each DAG's GC anchor) and drops it for DAGs that are gone."""
+
+    def keep_dags(self, keep: Mapping[str, float | None]) -> None:
+        """``keep``: every DAG that exists, with the time until which it is kept (None:
+        for good); every other DAG is gone. Returns at once."""
+        ...
 
 
 class Executor(Protocol):

@@ -33,6 +33,13 @@ DELETE_POD = ApiCall("delete_pod", "delete", "", "pods", "task")
 LIST_PODS = ApiCall("list_pods", "list", "", "pods", "task")
 WATCH_PODS = ApiCall("watch_pods", "watch", "", "pods", "task")
 READ_POD_LOG = ApiCall("read_pod_log", "get", "", "pods/log", "task")
+# Each DAG's GC anchor (leoflow/kube/dag_anchor.py): created on a DAG's first launch,
+# read back when the create finds it there, listed once at start-up (the orphan sweep),
+# deleted with its DAG. Never watched: the pod watch stays the only watch.
+CREATE_CONFIGMAP = ApiCall("create_configmap", "create", "", "configmaps", "task")
+GET_CONFIGMAP = ApiCall("get_configmap", "get", "", "configmaps", "task")
+LIST_CONFIGMAPS = ApiCall("list_configmaps", "list", "", "configmaps", "task")
+DELETE_CONFIGMAP = ApiCall("delete_configmap", "delete", "", "configmaps", "task")
 GET_LEASE = ApiCall("get_lease", "get", "coordination.k8s.io", "leases", "release")
 CREATE_LEASE = ApiCall("create_lease", "create", "coordination.k8s.io", "leases", "release")
 UPDATE_LEASE = ApiCall("update_lease", "update", "coordination.k8s.io", "leases", "release")
@@ -43,6 +50,10 @@ CALLS: tuple[ApiCall, ...] = (
     LIST_PODS,
     WATCH_PODS,
     READ_POD_LOG,
+    CREATE_CONFIGMAP,
+    GET_CONFIGMAP,
+    LIST_CONFIGMAPS,
+    DELETE_CONFIGMAP,
     GET_LEASE,
     CREATE_LEASE,
     UPDATE_LEASE,

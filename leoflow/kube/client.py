@@ -323,6 +323,40 @@ class KubeClient:
         async with response:
             return (await response.read()).decode(errors="replace")
 
+    # ---- configmaps (task namespace): the DAGs' GC anchors ---------------------------
+
+    async def create_configmap(self, body: JsonObj) -> JsonObj:
+        """Create a ConfigMap; raises AlreadyExists (409) if its name is taken."""
+        return await self._json(calls.CREATE_CONFIGMAP, "dispatch", body=body)
+
+    async def get_configmap(self, name: str) -> JsonObj | None:
+        """The ConfigMap, or None if there is none."""
+        try:
+            return await self._json(calls.GET_CONFIGMAP, "dispatch", name=name)
+        except NotFound:
+            return None
+
+    async def list_configmaps(self, label_selector: str) -> JsonObj:
+        """The ConfigMaps the selector matches (raw ConfigMapList JSON, one page)."""
+        query = {"labelSelector": label_selector}
+        return await self._json(calls.LIST_CONFIGMAPS, "gc", query=query)
+
+    async def delete_configmap(self, name: str, *, uid: str | None = None) -> bool:
+        """Delete a ConfigMap, its dependents in the background (the cluster's garbage
+        collector deletes them); False when it was already gone (404)."""
+        options: JsonObj = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
+        try:
+            await self._json(calls.DELETE_CONFIGMAP, "gc", name=name, body=options)
+        except NotFound:
+            return False
+        return True
+
     # ---- leases (release namespace) -------------------------------------------------
 
     async def get_lease(self, name: str) -> JsonObj | None:

@@ -18,7 +18,9 @@
   backoff and jitter, through the token bucket, for ``kube_outage_window``; only an
   answer that the pod is invalid or forbidden fails a launch at once.
 - GC: a terminal pod is deleted once ``pod_gc_age`` old, scheduled when it turns
-  terminal, each pod deleted once.
+  terminal, each pod deleted once;
+- ownership: every pod is owned by its DAG's GC anchor (``dag_anchor``), so the
+  cluster's garbage collector deletes a deleted DAG's pods.
 
 apiserver cost is O(1) in running tasks: one watch, plus creates and deletes.
 
@@ -33,7 +35,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from leoflow.domain.execution import (
     Attempt,
@@ -44,13 +46,14 @@ from leoflow.domain.execution import (
     TaskFinished,
 )
 from leoflow.kube.client import KubeClient
+from leoflow.kube.dag_anchor import DagAnchors
 from leoflow.kube.errors import KubeError
 from leoflow.kube.liveness import absence_outcome, pending_outcome
 from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import PodBuildError, build_pod, pod_name
 from leoflow.kube.pod_gc import PodGc
 from leoflow.kube.pod_writes import PodWrites
-from leoflow.kube.podcache import PodCache
+from leoflow.kube.podcache import Backoff, PodCache
 from leoflow.kube.records import (
     Outcome,
     PodRecord,
@@ -100,6 +103,12 @@ class KubernetesExecutor:
         self._tries = Tries()
         self._gc = PodGc(settings.pod_gc_age, clock)
         self._writes = PodWrites(settings, lambda: self.client, lambda: self._report, clock)
+        self.anchors = DagAnchors(
+            lambda: self.client,
+            settings.task_namespace,
+            clock,
+            busy=lambda: {t.dag_id for t in self._tries.by_key.values()},
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: set[asyncio.TimerHandle] = set()
         self._deletes: set[asyncio.Task[object]] = set()
@@ -152,6 +161,7 @@ class KubernetesExecutor:
             asyncio.create_task(
                 self._gc.run(self._cached, self._gc_delete), name="leoflow-kube-gc"
             ),
+            asyncio.create_task(self.anchors.run(Backoff(*self._backoff)), name="leoflow-anchors"),
         ]
 
     async def stop(self) -> None:
@@ -194,10 +204,15 @@ class KubernetesExecutor:
             self._clock(),
             grace=launch.spec.execution.termination_grace_period_seconds,
             created=False,
+            dag_id=launch.dag_id,
         )
         self._tries.track(tracked)
+
+        async def owned() -> None:  # every task pod is owned by its DAG's GC anchor
+            pod["metadata"]["ownerReferences"] = [await self.anchors.ensure(launch.dag_id)]
+
         try:
-            await self._writes.create(pod, tracked)
+            await self._writes.create(pod, tracked, owned)
         except BaseException:
             self._tries.untrack(tracked)
             raise
@@ -264,7 +279,7 @@ class KubernetesExecutor:
             if synced and record is None:
                 continue
             created = parse_time(record.creation_timestamp) if record is not None else None
-            tracked = Try(key, name, min(created or now, now))
+            tracked = Try(key, name, min(created or now, now), dag_id=attempt.dag_id)
             self._tries.track(tracked)
             alive.add(key)
             if record is not None:
@@ -391,6 +406,8 @@ class KubernetesExecutor:
                 absent = min(now, cache.heard_at) - tracked.absent_since
                 outcome = absence_outcome(tracked, absent, self.settings, self.agent_grace)
                 if outcome is not None:
+                    # Its anchor may be gone (the pod went with it): ask before the next pod.
+                    self.anchors.forget(tracked.dag_id)
                     self._finish(tracked, outcome)
                 continue
             tracked.absent_since = None
@@ -438,6 +455,14 @@ class KubernetesExecutor:
         task = asyncio.create_task(self._writes.delete_retrying(name, grace=grace, uid=uid))
         self._deletes.add(task)
         task.add_done_callback(self._deletes.discard)
+
+    def keep_dags(self, keep: Mapping[str, float | None] | Collection[str]) -> None:
+        """The DAGs that exist, each kept until a time (None: for good): every other
+        DAG's GC anchor is deleted, and the cluster's garbage collector deletes its pods
+        (in the background: returns at once)."""
+        if not isinstance(keep, Mapping):
+            keep = dict.fromkeys(keep)
+        self.anchors.keep_only(keep)
 
     @property
     def in_flight(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from leoflow.domain.execution import LaunchError, LaunchWaiting, Report
@@ -58,8 +58,16 @@ class PodWrites:
         self.unreachable_since: float | None = None
         self._waiting: set[Key] = set()
 
-    async def create(self, pod: dict[str, object], tracked: Try) -> None:
+    async def create(
+        self,
+        pod: dict[str, object],
+        tracked: Try,
+        prepare: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         """Create the pod, riding out an apiserver that does not answer.
+
+        ``prepare`` runs before each attempt (the pod's owner, its DAG's GC anchor, is
+        made there): what it cannot get an answer for is ridden out as the create is.
 
         The try stays queued meanwhile and keeps its admission slot: the slot is
         what the try will use the moment the apiserver is back, and handing it on
@@ -80,6 +88,8 @@ class PodWrites:
                         f"cancelled ({tracked.cancelled}) before the task's pod was created"
                     )
                 try:
+                    if prepare is not None:
+                        await prepare()
                     await client.create_pod(pod)
                 except AlreadyExists:
                     pass  # launched already (a retry, or a restart): never a second pod

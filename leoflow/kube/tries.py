@@ -26,6 +26,7 @@ class Try:
     absent_since: float | None = None
     finishing: bool = False
     timer: asyncio.TimerHandle | None = None
+    dag_id: str = ""
 
 
 class Tries:

@@ -81,4 +81,5 @@ def scheduler_config(
         solo=solo,
         max_catchup_runs=settings.max_catchup_runs,
         retention=settings.retention,
+        removed_dag_grace=settings.removed_dag_grace,
     )

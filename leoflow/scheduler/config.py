@@ -23,6 +23,7 @@ class SchedulerConfig:
     # come as those start, so a far start_date never floods the store in a burst.
     max_catchup_runs: int = 100
     retention: float | None = None  # seconds; see scheduler/retention.py
+    removed_dag_grace: float = 600.0  # seconds; see StoreFollower.keep_anchors
 
 
 # The run type of a solo scheduler's runs: no other scheduler adopts or recovers them.

@@ -29,6 +29,7 @@ from leoflow.domain.dag import DagSpec
 from leoflow.domain.execution import (
     Executor,
     ExecutorEvent,
+    KeepsDags,
     Launch,
     LaunchError,
     LogData,
@@ -121,6 +122,11 @@ class Scheduler:
             cancel=self._cancel,
             run_ended=self._resolve_waiters,
             pools=config.pools,
+            # A solo run (``leoflow run``) knows only its own DAG: it never drops others'.
+            keep_dags=executor.keep_dags
+            if isinstance(executor, KeepsDags) and not config.solo
+            else None,
+            removed_dag_grace=config.removed_dag_grace,
         )
         # The tickets of agents that can only reach this process: not the store's.
         self.local_tickets = (

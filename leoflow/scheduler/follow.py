@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from leoflow.domain.catalogue import parse_spec
+from leoflow.domain.catalogue import DagVersion, parse_spec
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
@@ -49,6 +49,8 @@ class StoreFollower:
         cancel: Callable[[int, int, str], None],
         run_ended: Callable[[RunMirror], None],
         pools: Mapping[str, int],
+        keep_dags: Callable[[Mapping[str, float | None]], None] | None = None,
+        removed_dag_grace: float = 600.0,
     ) -> None:
         self.store = store
         self.book = book
@@ -61,6 +63,11 @@ class StoreFollower:
         self._spec_hashes: dict[str, str] = {}
         self._configured = frozenset(pools)
         self._pools = dict(pools)
+        self._keep_dags = keep_dags
+        self._grace = removed_dag_grace
+        self._versions: list[DagVersion] | None = None
+        self._inactive_since: dict[str, float] = {}
+        self._kept: dict[str, float | None] | None = None
 
     def forget_fingerprint(self) -> None:
         """Read every DAG's version at the next sync (told that one changed)."""
@@ -85,9 +92,32 @@ class StoreFollower:
         for name in [n for n in self._pools if n not in stored and n not in self._configured]:
             del self._pools[name]
             self.book.admission.remove_pool(name)
+        self.keep_anchors()
+
+    def keep_anchors(self) -> None:
+        """Tell the executor which DAGs exist, so it deletes what it holds for the
+        others (their GC anchors, and with them their pods). A DAG deleted through the
+        API has no row: gone at once. One whose file left the folder (inactive) is kept
+        while a run of it is live and ``removed_dag_grace`` after this scheduler first
+        saw it inactive. Told only when the answer changes; costs no store read."""
+        if self._keep_dags is None or self._versions is None:
+            return
+        now = self._clock()
+        running = {run.dag_id for run in self.book.runs.values()}
+        keep: dict[str, float | None] = {}
+        for v in self._versions:
+            if v.active or v.dag_id in running:
+                self._inactive_since.pop(v.dag_id, None)
+                keep[v.dag_id] = None
+            else:
+                keep[v.dag_id] = self._inactive_since.setdefault(v.dag_id, now) + self._grace
+        if keep != self._kept:
+            self._kept = keep
+            self._keep_dags(keep)
 
     async def _read_dags(self) -> None:
         versions = await self.store.list_dag_versions()
+        self._versions = versions
         active = {v.dag_id: v for v in versions if v.active}
         dags = self.book.dags
         for dag_id in [d for d in dags if d not in active]:

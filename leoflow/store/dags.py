@@ -168,6 +168,16 @@ class DagRecords(StoreBase):
 
         return await self._read(op)
 
+    async def delete_dag(self, dag_id: str) -> bool:
+        """Forget a DAG (its run history stays); False if there was none. The scheduler
+        sees the row gone and drops what the executor holds for it (its GC anchor)."""
+        stmt = sa.delete(dags).where(_dag.dag_id == dag_id)
+
+        def op(conn: Connection) -> bool:
+            return conn.execute(stmt).rowcount == 1
+
+        return await self._write(op, None)
+
     async def deactivate_dags_except(self, dag_ids: Collection[str]) -> None:
         """Mark every DAG not in ``dag_ids`` inactive; their history stays."""
         keep = sorted(set(dag_ids))

@@ -41,7 +41,12 @@ def test_task_role_exactly_matches_call_table(variant: tuple[str, Docs]) -> None
     assert _rules_as_calls(role, "task") == _table("task")
     for rule in role["rules"]:
         assert set(rule) == {"apiGroups", "resources", "verbs"}  # no wildcards, no names
-        assert set(rule["resources"]) <= {"pods", "pods/log", "persistentvolumeclaims"}
+        assert set(rule["resources"]) <= {
+            "pods",
+            "pods/log",
+            "configmaps",
+            "persistentvolumeclaims",
+        }
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
 
 
@@ -159,7 +164,7 @@ def test_cover_fails_on_a_call_without_a_grant(tmp_path: Path, toggled: Docs) ->
 def test_cover_fails_on_a_grant_without_a_call(tmp_path: Path, toggled: Docs) -> None:
     role = one(toggled, "Role", "leoflow-executor")
     role["rules"].append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]})
-    role["rules"][0]["verbs"].append("patch")
+    next(r for r in role["rules"] if r["resources"] == ["pods"])["verbs"].append("patch")
     done = _cover(tmp_path, _calls_text(), toggled)
     assert done.returncode == 1
     assert (
@@ -221,3 +226,35 @@ def test_rbac_covers_executor_script(helm: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("covered both ways") == 2
+
+
+# ---- the DAGs' GC anchors (ConfigMaps): granted exactly what the anchor code calls
+
+
+def test_task_role_grants_configmaps_for_the_anchors_exactly(variant: tuple[str, Docs]) -> None:
+    _, docs = variant
+    role = one(docs, "Role", "leoflow-executor")
+    (rule,) = [r for r in role["rules"] if "configmaps" in r["resources"]]
+    assert rule == {"apiGroups": [""], "resources": ["configmaps"], "verbs": sorted(rule["verbs"])}
+    # Never watched: the pod watch stays the one watch.
+    assert sorted(rule["verbs"]) == ["create", "delete", "get", "list"]
+
+
+def test_cover_fails_when_the_anchor_grants_are_missing(tmp_path: Path, toggled: Docs) -> None:
+    role = one(toggled, "Role", "leoflow-executor")
+    role["rules"] = [r for r in role["rules"] if r["resources"] != ["configmaps"]]
+    done = _cover(tmp_path, _calls_text(), toggled)
+    assert done.returncode == 1
+    for verb in ("create", "delete", "get", "list"):
+        assert f"call without a grant: task core configmaps {verb}" in done.stderr
+
+
+def test_cover_fails_on_a_configmaps_grant_no_call_uses(tmp_path: Path, toggled: Docs) -> None:
+    role = one(toggled, "Role", "leoflow-executor")
+    next(r for r in role["rules"] if r["resources"] == ["configmaps"])["verbs"].append("watch")
+    done = _cover(tmp_path, _calls_text(), toggled)
+    assert done.returncode == 1
+    assert (
+        f"grant without a call: Role {TASK_NS}/leoflow-executor: task core configmaps watch"
+        in done.stderr
+    )

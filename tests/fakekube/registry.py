@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import pods
+from .gc import GarbageCollector
 from .objects import META_ORDER, later, managed_entry, ordered, stamp_new, validate_meta
 from .patch import apply_patch
 from .status import ApiError, already_exists, bad_request, conflict, not_found, status_body
@@ -43,7 +44,10 @@ PODS = ResourceType("", "v1", "pods", "Pod", generation=True, unconditional_upda
 LEASES = ResourceType(
     "coordination.k8s.io", "v1", "leases", "Lease", generation=False, unconditional_update=False
 )
-RESOURCES = {(r.group, r.resource): r for r in (PODS, LEASES)}
+CONFIGMAPS = ResourceType(
+    "", "v1", "configmaps", "ConfigMap", generation=False, unconditional_update=True
+)
+RESOURCES = {(r.group, r.resource): r for r in (PODS, CONFIGMAPS, LEASES)}
 
 
 def _finish(obj: JsonObj) -> JsonObj:
@@ -59,6 +63,7 @@ class Registry:
         # When each pod was stored, to the microsecond (creationTimestamp has whole
         # seconds): benchmarks measure dispatch latency against it.
         self.created_at: dict[tuple[str, str], float] = {}
+        self.gc = GarbageCollector(self)
 
     def _existing(self, rt: ResourceType, ns: str, name: str) -> JsonObj:
         obj = self.store.get(rt.resource, ns, name)
@@ -102,6 +107,7 @@ class Registry:
         stored = self.store.put_owned(rt.resource, ns, meta["name"], _finish(obj))
         if rt is PODS:
             self.created_at[(ns, meta["name"])] = time.time()
+        self.gc.created(rt.resource, ns, stored)
         return _clone(stored)
 
     def get(self, rt: ResourceType, ns: str, name: str) -> JsonObj:
@@ -204,8 +210,10 @@ class Registry:
         grace: int | None = None,
         uid: str | None = None,
         resource_version: str | None = None,
+        propagation: str | None = None,
     ) -> JsonObj:
-        """DELETE: graceful for running bound pods, immediate otherwise (see pods.py)."""
+        """DELETE: graceful for running bound pods, immediate otherwise (see pods.py);
+        dependents go by ``propagation`` (gc.py)."""
         current = self._existing(rt, ns, name)
         meta = current["metadata"]
         if uid and uid != meta["uid"]:
@@ -224,6 +232,8 @@ class Registry:
                 f"Precondition failed: ResourceVersion in precondition: {resource_version}, "
                 f"ResourceVersion in object meta: {meta['resourceVersion']}",
             )
+        if propagation == "Orphan":
+            self.gc.orphan(meta["uid"])
         if rt is not PODS:
             self.store.remove(rt.resource, ns, name)
             return {
@@ -231,9 +241,10 @@ class Registry:
                 "apiVersion": "v1",
                 "metadata": {},
                 "status": "Success",
+                # ``group`` is omitted when empty (core), as the apiserver's omitempty does.
                 "details": {
                     "name": name,
-                    "group": rt.group,
+                    **({"group": rt.group} if rt.group else {}),
                     "kind": rt.resource,
                     "uid": meta["uid"],
                 },

@@ -1,4 +1,4 @@
-"""FakeApiServer: core/v1 pods and coordination.k8s.io/v1 leases over real HTTP.
+"""FakeApiServer: core/v1 pods and configmaps, coordination.k8s.io/v1 leases, over real HTTP.
 
 Kubernetes cannot run in the test environment, so the scheduler's kube adapter is
 tested against this server through the real ``kubernetes_asyncio`` client, on the
@@ -344,6 +344,18 @@ class FakeApiServer:
         finally:
             self.store.unsubscribe(sub)
 
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Wait (event-driven, no polling) until ``predicate()`` holds after a write of
+        any object (a pod, a ConfigMap, what the garbage collector did)."""
+        sub = self.store.subscribe("*", None)
+        try:
+            async with asyncio.timeout(timeout):
+                while not predicate():
+                    if await sub.queue.get() is None:
+                        raise RuntimeError("store closed while waiting")
+        finally:
+            self.store.unsubscribe(sub)
+
     async def wait_for_log(
         self,
         namespace: str,
@@ -475,7 +487,13 @@ class FakeApiServer:
             pre = opts.get("preconditions") or {}
             return _json(
                 self.registry.delete(
-                    rt, ns, name, grace, pre.get("uid"), pre.get("resourceVersion")
+                    rt,
+                    ns,
+                    name,
+                    grace,
+                    pre.get("uid"),
+                    pre.get("resourceVersion"),
+                    opts.get("propagationPolicy") or request.query.get("propagationPolicy"),
                 )
             )
         raise ApiError(

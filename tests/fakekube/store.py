@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 JsonObj = dict[str, Any]
-Key = tuple[str, str, str]  # (resource, namespace, name); resource is "pods" or "leases"
+Key = tuple[str, str, str]  # (resource, namespace, name); resource "pods", "configmaps" or "leases"
 
 
 def _clone(obj: JsonObj) -> JsonObj:
@@ -51,8 +51,8 @@ class Subscription:
     queue: asyncio.Queue[StoreEvent | None] = field(default_factory=asyncio.Queue)
 
     def wants(self, event: StoreEvent) -> bool:
-        """Whether this subscriber watches the event's resource and namespace."""
-        return event.resource == self.resource and self.namespace in (None, event.namespace)
+        """Whether this subscriber watches the event's resource ("*": any) and namespace."""
+        return self.resource in ("*", event.resource) and self.namespace in (None, event.namespace)
 
     def close(self) -> None:
         """Wake the consumer with the end-of-feed marker (None)."""
@@ -71,6 +71,9 @@ class Store:
         self._objects: dict[Key, JsonObj] = {}
         self._history: list[StoreEvent] = []
         self._subs: set[Subscription] = set()
+        # Called with (resource, namespace, last state) when an object is removed: the
+        # garbage collector's model (gc.py) listens.
+        self.on_remove: list[Callable[[str, str, JsonObj], None]] = []
         # Container logs the kubelet recorded: (namespace, pod, container) -> text.
         self.logs: dict[tuple[str, str, str], str] = {}
         self._log_event = asyncio.Event()
@@ -141,6 +144,8 @@ class Store:
         gone = _clone(prev)
         gone["metadata"]["resourceVersion"] = str(rv)
         self._emit(StoreEvent("DELETED", rv, resource, namespace, _clone(gone), prev))
+        for hook in self.on_remove:
+            hook(resource, namespace, prev)
         return gone
 
     def _emit(self, event: StoreEvent) -> None:

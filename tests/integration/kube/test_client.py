@@ -10,6 +10,7 @@ import pytest
 from leoflow.kube import calls
 from leoflow.kube.calls import ApiCall
 from leoflow.kube.client import KubeClient, TokenBucket
+from leoflow.kube.dag_anchor import DagAnchors
 from leoflow.kube.errors import AlreadyExists, CallNotDeclared, Conflict, KubeUnavailable, Refused
 from leoflow.kube.pod import build_pod
 from tests.fakekube import FakeApiServer
@@ -55,6 +56,11 @@ async def test_every_method_is_a_declared_call(server: FakeApiServer, kube: Kube
     got = await kube.get_lease("leader")
     assert got is not None
     await kube.update_lease("leader", got)
+    # The GC anchors' calls, made by the code that makes them: create, then (another
+    # life) a 409 read back with get, the start-up sweep's list, a gone DAG's delete.
+    await DagAnchors(lambda: kube, TASK_NS).ensure("sales")
+    assert (await DagAnchors(lambda: kube, TASK_NS).ensure("sales"))["kind"] == "ConfigMap"
+    assert await DagAnchors(lambda: kube, TASK_NS).sweep(live=set()) == ["sales"]
     used = {(v, g, r) for v, g, r, _ in server.seen}
     assert used == declared_calls(), "every declared call is exercised, and nothing else"
 
