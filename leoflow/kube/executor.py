@@ -50,7 +50,7 @@ from leoflow.kube.dag_anchor import DagAnchors
 from leoflow.kube.errors import KubeError
 from leoflow.kube.liveness import absence_outcome, pending_outcome
 from leoflow.kube.objects import JsonObj
-from leoflow.kube.pod import PodBuildError, build_pod, pod_name
+from leoflow.kube.pod import LABEL_SHAPE, PodBuildError, build_pod, pod_name
 from leoflow.kube.pod_gc import PodGc
 from leoflow.kube.pod_writes import PodWrites
 from leoflow.kube.podcache import Backoff, PodCache
@@ -226,7 +226,16 @@ class KubernetesExecutor:
 
     async def _create_warm(self, pod: JsonObj, key: Key) -> None:
         """Create a warm pod; ``key``: the try it is made for (its outage note)."""
-        await self._writes.create(pod, Try(key, pod["metadata"]["name"], self._clock()))
+        work = self.warm_pool.works.get(key)
+        shape = pod["metadata"].get("labels", {}).get(LABEL_SHAPE)
+
+        async def owned() -> None:  # owned by its DAG's GC anchor, as every task pod
+            if work is not None:
+                shapes = (shape,) if shape else ()
+                ref = await self.anchors.ensure(work.dag_id, shapes)
+                pod["metadata"]["ownerReferences"] = [ref]
+
+        await self._writes.create(pod, Try(key, pod["metadata"]["name"], self._clock()), owned)
 
     async def cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
         if self.warm_pool.cancel((ti_pk, try_number), reason):

@@ -133,6 +133,22 @@ async def test_a_chain_runs_in_one_warm_pod_each_task_clean(
         await runtime.close()
     assert server.counts[("create", "", "pods")] == 1
     assert server.counts[("list", "", "pods")] == 1
+    # The warm pod is owned by its DAG's GC anchor, as an ephemeral pod is, and the
+    # anchor records the shape it holds.
+    [pod] = [
+        p
+        for p in server.store.objects("pods", TASK_NS)
+        if p["metadata"]["name"] in _warm_pods(server)
+    ]
+    [owner] = pod["metadata"]["ownerReferences"]
+    anchors = {c["metadata"]["name"]: c for c in server.store.objects("configmaps", TASK_NS)}
+    assert (
+        owner["kind"] == "ConfigMap" and owner["uid"] == anchors[owner["name"]]["metadata"]["uid"]
+    )
+    assert (
+        pod["metadata"]["labels"]["leoflow.io/pod-shape"]
+        in anchors[owner["name"]]["data"]["shapes"]
+    )
 
 
 OOM = """
