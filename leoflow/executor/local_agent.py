@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from leoflow.agent import held_dirs
+from leoflow.aio import stages
 from leoflow.agent.environment import base_environment, resolve_task_user
 from leoflow.domain.execution import Attempt, Launch, LaunchError, Report, TaskFinished
 from leoflow.domain.reasons import EndReason
@@ -203,8 +204,9 @@ class LocalAgentExecutor:
             return
         if kind == "started":
             pid = event.get("pid")
-            if isinstance(pid, int) and key in self._inflight:
+            if isinstance(pid, int) and (launch := self._inflight.get(key)) is not None:
                 self._pgids[key] = pid  # the command leads its own process group
+                stages.mark("spawned", launch.ti_pk, launch.try_number)
         elif kind == "finished":
             self._pgids.pop(key, None)
             launch = self._inflight.pop(key, None)
@@ -250,6 +252,7 @@ class LocalAgentExecutor:
         self._inflight[key] = launch
         try:
             await self._send({"op": "run", "key": key, "ticket": launch.ticket})
+            stages.mark("sent", launch.ti_pk, launch.try_number)
         except BaseException:
             self._inflight.pop(key, None)
             raise

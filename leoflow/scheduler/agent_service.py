@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leoflow.aio import stages
 from leoflow.domain.backfill import run_env
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
@@ -84,6 +85,7 @@ class SchedulerBackend:
         if scheduler is not None and scheduler.local_tickets is not None:
             local = scheduler.local_tickets.consume(ticket_hash, now)
             if local is not None:  # one of the tickets kept here (Lite's pool agent's)
+                stages.mark("exchange", local.ti_pk, local.try_number)
                 return local
         use = await self._tickets.consume(ticket_hash, now)
         return TicketUse(use.status, use.ti_pk, use.try_number)
@@ -121,7 +123,9 @@ class SchedulerBackend:
         local = self._local(s.ti_pk)
         if local is not None:
             scheduler = local[0]
+            stages.mark("start_recv", s.ti_pk, s.try_number)
             if await self._submit(scheduler, TaskStarted(s.ti_pk, s.try_number, executor_ref, now)):
+                stages.mark("started", s.ti_pk, s.try_number)
                 ti = scheduler.task(s.ti_pk)
                 if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
                     raise SessionRefused(
@@ -177,9 +181,11 @@ class SchedulerBackend:
         )
         code = outcome.exit_code
         local = self._local(s.ti_pk)
+        stages.mark("complete_recv", s.ti_pk, s.try_number)
         if local is not None and await self._submit(
             local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now, output)
         ):
+            stages.mark("completed", s.ti_pk, s.try_number)
             return
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Unpack
 
+from leoflow.aio import stages
 from leoflow.aio.waits import wait_set
 from leoflow.domain.admission import Admission
 from leoflow.domain.dag import DagSpec
@@ -171,6 +172,7 @@ class Scheduler:
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
+        self._ticks = 0  # ticks so far (the stage trace numbers them)
         self._poll = StorePoll(store, self._follower, self._creation, self._backfills, self._clears)
         self._stepped = SteppedPoll()  # the poll in progress, a step per tick (poll_steps)
         self._stopping = False
@@ -376,6 +378,8 @@ class Scheduler:
         await self._deadlines.check(now)
         pending, self._events = self._events, []
         self._ticking = pending
+        self._ticks += 1
+        stages.mark("tick", self._ticks, len(pending))
         finished_keys = [
             (p.event.ti_pk, p.event.try_number)
             for p in pending
@@ -402,6 +406,7 @@ class Scheduler:
                 if item.done is not None and not item.done.done():
                     item.done.set_exception(exc)
             raise
+        stages.mark("flushed", self._ticks, len(batch.launches))
         # Launches first: the loop runs ready tasks in order, so the downstream pods'
         # creates go ahead of the replies to the Completes that freed them.
         for launch in batch.launches:
@@ -428,6 +433,7 @@ class Scheduler:
         self._spawn(self.executor.cancel(ti_pk, try_number, reason))
 
     async def _launch(self, launch: Launch) -> None:
+        stages.mark("launch", launch.ti_pk, launch.try_number)
         try:
             await self.executor.launch(launch)
         except LaunchError as exc:
