@@ -23,6 +23,9 @@ class SchedulerConfig:
     # come as those start, so a far start_date never floods the store in a burst.
     max_catchup_runs: int = 100
     retention: float | None = None  # seconds; see scheduler/retention.py
+    # How often running tasks' buffered output is written (a finished try's goes in
+    # the commit that ends it, whenever that is; see scheduler/logbuffer.py).
+    log_flush_interval: float = 0.2
 
 
 # The run type of a solo scheduler's runs: no other scheduler adopts or recovers them.

@@ -165,7 +165,7 @@ class Scheduler:
         self._loop_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._waiters = RunWaiters(store, self._spawn)
-        self._logs = LogBuffer(store)
+        self._logs = LogBuffer(store, interval=config.log_flush_interval)
         self.retention = Retention(store, None if config.solo else config.retention)
         self._backfills = BackfillDriver(self)
         self._deadlines = DeadlineWatch(self)
@@ -380,13 +380,6 @@ class Scheduler:
         self._ticking = pending
         self._ticks += 1
         stages.mark("tick", self._ticks, len(pending))
-        finished_keys = [
-            (p.event.ti_pk, p.event.try_number)
-            for p in pending
-            if isinstance(p.event, TaskFinished)
-        ]
-        if finished_keys:
-            await self._logs.flush(finished_keys)
         batch = Batch()
         for item in pending:
             if item.event is not None:
@@ -399,8 +392,19 @@ class Scheduler:
         self._steps.admit(now, batch)
         self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
+        # The finished tries' buffered output goes in this same commit (LogBuffer).
+        finished_keys = [
+            (p.event.ti_pk, p.event.try_number)
+            for p in pending
+            if isinstance(p.event, TaskFinished)
+        ]
         try:
-            await self._commit.flush(batch)
+            if finished_keys:
+                await self._logs.write_with(
+                    finished_keys, lambda logs: self._commit.flush(batch, logs)
+                )
+            else:
+                await self._commit.flush(batch)
         except BaseException as exc:
             for item in pending:
                 if item.done is not None and not item.done.done():

@@ -26,6 +26,7 @@ from leoflow.store.base import (
     state_update,
 )
 from leoflow.store.errors import StaleEpoch, StoreError
+from leoflow.store.logs import LogEntry, write_log_rows
 from leoflow.store.rows import RunChange, TaskChange, TaskInstanceRow
 from leoflow.store.rows import task_instance_row as _ti_row
 from leoflow.store.runs import RUN_FIELDS, run_update
@@ -240,12 +241,15 @@ class TaskInstanceRecords(TryRecords):
         epoch: int | None,
         tickets: Sequence[tuple[str, int, int]] = (),
         tickets_expire_at: float = 0.0,
+        logs: Sequence[LogEntry] = (),
     ) -> tuple[list[bool], list[bool]]:
         """``transition_tasks`` and runs' compare-and-sets (``transition_run``'s, in
         order, after the tasks') in the same transaction: a tick's commit. A run's
         start and end were a transaction (a BEGIN, a fence read and a commit) each.
+        ``logs``: output of the tries the batch ends, appended in the same transaction,
+        so a try's log is complete when its end is stored, at no round trip of its own.
         Per-change success of each."""
-        if not changes and not tickets and not runs:
+        if not changes and not tickets and not runs and not logs:
             return [], []
         run_params: list[tuple[sa.Update, dict[str, Any]]] = []
         for run in runs:
@@ -341,6 +345,7 @@ class TaskInstanceRecords(TryRecords):
                         )
             if ticket_rows:  # the launches' tickets, in the same transaction
                 self._insert_many(conn, self._launch_tickets, ticket_rows)
+            write_log_rows(conn, logs, sqlite=self._sqlite)
             run_results = [conn.execute(stmt, params).rowcount == 1 for stmt, params in run_params]
             return results, run_results
 
