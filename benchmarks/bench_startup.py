@@ -100,6 +100,7 @@ def import_profile(dag: Path, executor: str, home: Path) -> dict[str, object]:
                 "fastapi",
                 "uvicorn",
                 "kubernetes_asyncio",
+                "asyncpg",
                 "prometheus_client",
                 "httpx",
                 "jinja2",
