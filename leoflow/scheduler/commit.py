@@ -47,7 +47,7 @@ class GroupCommit:
             for run, expected, new, fields in batch.run_changes
         ]
         stored_tickets = batch.tickets if self.local_tickets is None else []
-        if batch.changes or stored_tickets or runs or logs:
+        if batch.changes or stored_tickets or runs or logs or batch.notes:
             # The runs' changes ride in the tasks' transaction: a run's start and end
             # were a transaction each, two of a small run's handful.
             results, run_results = await self.store.commit_batch(
@@ -57,6 +57,7 @@ class GroupCommit:
                 tickets=stored_tickets,
                 tickets_expire_at=self._clock() + self.ticket_ttl,
                 logs=logs,
+                notes=batch.notes,
             )
             stale = {
                 change.ti_pk for change, ok in zip(batch.changes, results, strict=True) if not ok
@@ -81,8 +82,6 @@ class GroupCommit:
                     self.local_tickets.add(
                         ticket_hash, ti_pk, try_number, expires_at=now + self.ticket_ttl, now=now
                     )
-        for ti_pk, try_number, reason, message in batch.notes:
-            await self.store.note_queued(ti_pk, try_number, reason, message, epoch=self.epoch)
         for run in batch.finished_runs:
             self.book.forget(run)
 

@@ -88,6 +88,19 @@ class TaskInstanceRecords(TryRecords):
     def _build_statements(self) -> None:
         super()._build_statements()
         self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
+        self._note = (
+            sa.update(task_instances)
+            .where(
+                _ti.pk == sa.bindparam("b_pk"),
+                _ti.state == TaskState.QUEUED.value,
+                _ti.try_number == sa.bindparam("b_try"),
+            )
+            .values(
+                reason=sa.bindparam("v_reason"),
+                message=sa.bindparam("v_message"),
+                updated_at=sa.bindparam("v_at"),
+            )
+        )
         self._ti_by_pks = sa.select(task_instances).where(
             _ti.pk.in_(sa.bindparam("b_pks", expanding=True))
         )
@@ -242,14 +255,16 @@ class TaskInstanceRecords(TryRecords):
         tickets: Sequence[tuple[str, int, int]] = (),
         tickets_expire_at: float = 0.0,
         logs: Sequence[LogEntry] = (),
+        notes: Sequence[tuple[int, int, str | None, str | None]] = (),
     ) -> tuple[list[bool], list[bool]]:
         """``transition_tasks`` and runs' compare-and-sets (``transition_run``'s, in
         order, after the tasks') in the same transaction: a tick's commit. A run's
         start and end were a transaction (a BEGIN, a fence read and a commit) each.
         ``logs``: output of the tries the batch ends, appended in the same transaction,
         so a try's log is complete when its end is stored, at no round trip of its own.
+        ``notes``: ``note_queued``'s (task instance, try, reason, message), likewise.
         Per-change success of each."""
-        if not changes and not tickets and not runs and not logs:
+        if not changes and not tickets and not runs and not logs and not notes:
             return [], []
         run_params: list[tuple[sa.Update, dict[str, Any]]] = []
         for run in runs:
@@ -346,6 +361,12 @@ class TaskInstanceRecords(TryRecords):
             if ticket_rows:  # the launches' tickets, in the same transaction
                 self._insert_many(conn, self._launch_tickets, ticket_rows)
             write_log_rows(conn, logs, sqlite=self._sqlite)
+            for ti_pk, try_number, reason, message in notes:
+                conn.execute(
+                    self._note,
+                    {"b_pk": ti_pk, "b_try": try_number, "v_reason": reason}
+                    | {"v_message": message, "v_at": at},
+                )
             run_results = [conn.execute(stmt, params).rowcount == 1 for stmt, params in run_params]
             return results, run_results
 
