@@ -113,13 +113,23 @@ def analyse(marks: list[tuple[float, str, int, int]]) -> dict[str, Any]:
     tick_flushed: dict[int, float] = {}
     applied_in: dict[int, list[tuple[float, tuple[int, int]]]] = defaultdict(list)
     admitted_in: dict[int, list[tuple[float, tuple[int, int]]]] = defaultdict(list)
+    transactions = 0
+    tick_transactions: dict[int, int] = defaultdict(int)
+    in_tick = False
     for at, stage, a, b in marks:
+        if stage == "transaction":
+            transactions += 1
+            if in_tick:
+                tick_transactions[tick] += 1
+            continue
         if stage == "tick":
+            in_tick = True
             tick = a
             tick_start[a] = at
             tick_events[a] = b
             continue
         if stage == "flushed":
+            in_tick = False
             tick_flushed[a] = at
             continue
         key = (a, b)
@@ -174,6 +184,11 @@ def analyse(marks: list[tuple[float, str, int, int]]) -> dict[str, Any]:
         "events_per_tick": counts([tick_events[n] for n in ticks]),
         "tick_start_to_commit": summary(durations),
         "admissions_after_first_tick_not_in_a_freeing_tick": later,
+        "store_transactions": transactions,
+        "store_transactions_per_try": round(transactions / max(1, len(tries)), 3),
+        "transactions_per_handoff_tick": counts(
+            [tick_transactions[n] for n in ticks if applied_in.get(n) and admitted_in.get(n)]
+        ),
         "handoff_ticks_max": max(handoff_ticks, default=0),
         "stages": stages,
     }
