@@ -55,7 +55,8 @@ WAY = [
 
 def load(path: Path) -> list[tuple[float, str, int, int]]:
     with path.open(encoding="utf-8") as f:
-        return [tuple(json.loads(line)) for line in f if line.strip()]  # type: ignore[misc]
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [(float(at), str(stage), int(a), int(b)) for at, stage, a, b in rows]
 
 
 def summary(values: list[float]) -> dict[str, Any]:
