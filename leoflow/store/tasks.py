@@ -84,22 +84,23 @@ class _Lost(Exception):
     """A single transition lost its compare-and-set: roll back the try it kept."""
 
 
+def _try_in(state: TaskState) -> sa.Update:
+    """An update of one try (``b_pk``, ``b_try``) that is in ``state``."""
+    return sa.update(task_instances).where(
+        _ti.pk == sa.bindparam("b_pk"),
+        _ti.state == state.value,
+        _ti.try_number == sa.bindparam("b_try"),
+    )
+
+
 class TaskInstanceRecords(TryRecords):
     def _build_statements(self) -> None:
         super()._build_statements()
         self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
-        self._note = (
-            sa.update(task_instances)
-            .where(
-                _ti.pk == sa.bindparam("b_pk"),
-                _ti.state == TaskState.QUEUED.value,
-                _ti.try_number == sa.bindparam("b_try"),
-            )
-            .values(
-                reason=sa.bindparam("v_reason"),
-                message=sa.bindparam("v_message"),
-                updated_at=sa.bindparam("v_at"),
-            )
+        self._note = _try_in(TaskState.QUEUED).values(
+            reason=sa.bindparam("v_reason"),
+            message=sa.bindparam("v_message"),
+            updated_at=sa.bindparam("v_at"),
         )
         self._ti_by_pks = sa.select(task_instances).where(
             _ti.pk.in_(sa.bindparam("b_pks", expanding=True))
@@ -121,15 +122,7 @@ class TaskInstanceRecords(TryRecords):
             "b_pks",
             shapes=_LOCK_SHAPES,
         )
-        self._heartbeat = (
-            sa.update(task_instances)
-            .where(
-                _ti.pk == sa.bindparam("b_pk"),
-                _ti.state == TaskState.RUNNING.value,
-                _ti.try_number == sa.bindparam("b_try"),
-            )
-            .values(heartbeat_at=sa.bindparam("b_at"))
-        )
+        self._heartbeat = _try_in(TaskState.RUNNING).values(heartbeat_at=sa.bindparam("b_at"))
         self._launch_tickets = sa.insert(tickets)
         self._positional: dict[tuple[str, ...], Positional] = {}
 
@@ -362,11 +355,8 @@ class TaskInstanceRecords(TryRecords):
                 self._insert_many(conn, self._launch_tickets, ticket_rows)
             write_log_rows(conn, logs, sqlite=self._sqlite)
             for ti_pk, try_number, reason, message in notes:
-                conn.execute(
-                    self._note,
-                    {"b_pk": ti_pk, "b_try": try_number, "v_reason": reason}
-                    | {"v_message": message, "v_at": at},
-                )
+                params = {"b_pk": ti_pk, "b_try": try_number, "v_reason": reason}
+                conn.execute(self._note, params | {"v_message": message, "v_at": at})
             run_results = [conn.execute(stmt, params).rowcount == 1 for stmt, params in run_params]
             return results, run_results
 
@@ -394,17 +384,10 @@ class TaskInstanceRecords(TryRecords):
 
         Not a state change: only a queued instance on that try, under the leader's epoch.
         """
-        stmt = (
-            sa.update(task_instances)
-            .where(
-                _ti.pk == ti_pk,
-                _ti.state == TaskState.QUEUED.value,
-                _ti.try_number == try_number,
-            )
-            .values(reason=reason, message=message, updated_at=now())
-        )
+        params: dict[str, Any] = {"b_pk": ti_pk, "b_try": try_number, "v_reason": reason}
+        params |= {"v_message": message, "v_at": now()}
 
         def op(conn: Connection) -> bool:
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(self._note, params).rowcount == 1
 
         return await self._write(op, epoch)
