@@ -200,6 +200,7 @@ USER_CASES = {
 def user_run(dag: Path, home: Path, parallelism: int) -> dict[str, float]:
     """One whole ``leoflow run`` process: wall time, its tree's CPU, its peak RSS."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed Leoflow has its .pyc files
     env["LEOFLOW_HOME"] = str(home)
     if parallelism:
         env["LEOFLOW_PARALLELISM"] = str(parallelism)
