@@ -5,6 +5,7 @@ the loop's ticks, the tries' stages and every store transaction, as they happene
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,3 +72,30 @@ async def test_a_completion_admits_the_next_task_in_its_own_tick_in_one_round_tr
         i = int(ti.task_id[1:])
         log = await store.read_log(ti.pk, ti.try_number)
         assert sorted(log.decode().split()) == sorted([f"out-{i}", f"err-{i}"]), ti.task_id
+
+
+async def test_agents_appends_and_size_reads_that_arrive_together_share_a_transaction(
+    store: Store, tmp_path: Path, traced: None
+) -> None:
+    from leoflow.scheduler.agent_backend import TaskSession
+    from leoflow.scheduler.agent_service import SchedulerBackend
+    from leoflow.secrets import DirectorySecrets
+    from tests.integration.store.helpers import make_run
+
+    run = await make_run(store, tasks=4)
+    tis = await store.list_task_instances(run_pk=run.pk)
+    sessions = [TaskSession(ti.pk, 1, "dag", "run", ti.task_id, ()) for ti in tis]
+    # A replica that does not lead (no scheduler): every call is the store's.
+    backend = SchedulerBackend(lambda: None, store, DirectorySecrets(tmp_path / "secrets"))
+    await backend.append_log(sessions[0], b"first ")
+    before = len([m for m in stages.marks() if m[1] == "transaction"])
+    # Thirty-two chunks at once, eight for each of four tries: one transaction.
+    await asyncio.gather(
+        *(backend.append_log(s, f"{s.task_id} ".encode()) for s in sessions * 8),
+    )
+    sizes = await asyncio.gather(*(backend.log_size(s) for s in sessions))
+    after = [m for m in stages.marks() if m[1] == "transaction"][before:]
+    assert len(after) == 2  # the appends', then the size reads'
+    first = sessions[0]
+    assert await store.read_log(first.ti_pk, 1) == b"first " + f"{first.task_id} ".encode() * 8
+    assert sizes == [len(await store.read_log(s.ti_pk, 1)) for s in sessions]
