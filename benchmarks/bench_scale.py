@@ -19,6 +19,19 @@ agent's CPU over its life and its commands' (``true``'s own spawn, exec and exit
 ~0.9 ms a task here); ``agent_own_cpu_ms_per_task`` the agent's alone (from /proc,
 when the last run ended). The fan-out sizes make the per-task cost
 curve. ``--profile FILE`` runs the largest fan-out once under cProfile instead.
+
+``--user`` measures as a user runs it instead: whole ``leoflow run DAG`` processes
+(start-up, loading the file, the run, the final table), a fan-out of ``true`` tasks
+per size in ``--user-sizes``, in these cases, interleaved rep by rep so the
+machine's load hits all alike:
+
+- ``unlimited``: max_active_tasks N and parallelism N (the cases above);
+- ``parallelism_32``: max_active_tasks N at the default parallelism (32);
+- ``max_32`` / ``max_8``: the DAG's max_active_tasks 32 / 8, default parallelism.
+
+Per case: the median wall seconds of the process, ms per task, the CPU of the
+whole process tree (Lite, the agent and the tasks) per task, the peak RSS of its
+largest process, and the median of each rep's ratio to ``unlimited``.
 """
 
 from __future__ import annotations
@@ -41,9 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def fanout_yaml(n: int) -> str:
+def fanout_yaml(n: int, max_active: int | None = None) -> str:
     tasks = "\n".join(f'  t{i:05d}:\n    command: ["true"]' for i in range(n))
-    return f"dag_id: fanout\nmax_active_tasks: {n}\ntasks:\n{tasks}\n"
+    return f"dag_id: fanout\nmax_active_tasks: {max_active or n}\ntasks:\n{tasks}\n"
 
 
 def small_yaml(runs: int) -> str:
@@ -175,6 +188,107 @@ def summarize(name: str, outs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+USER_CASES = {
+    # name: (max_active_tasks, parallelism); None: the fan-out's size, 0: the default
+    "unlimited": (None, None),
+    "parallelism_32": (None, 0),
+    "max_32": (32, 0),
+    "max_8": (8, 0),
+}
+
+
+def user_run(dag: Path, home: Path, parallelism: int) -> dict[str, float]:
+    """One whole ``leoflow run`` process: wall time, its tree's CPU, its peak RSS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed Leoflow has its .pyc files
+    env["LEOFLOW_HOME"] = str(home)
+    if parallelism:
+        env["LEOFLOW_PARALLELISM"] = str(parallelism)
+    cmd = [sys.executable, "-m", "leoflow", "run", str(dag), "--executor", "agent"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"leoflow run {dag} failed:\n{err.decode()[-3000:]}")
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
+
+
+def user_cases(args: argparse.Namespace) -> None:
+    sizes = [int(s) for s in args.user_sizes.split(",") if s]
+    cases = [c for c in args.user_cases.split(",") if c]
+    unknown = [c for c in cases if c not in USER_CASES]
+    if unknown:
+        raise SystemExit(f"--user-cases: unknown {unknown}; expected some of {list(USER_CASES)}")
+    load_before = os.getloadavg()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="leoflow-scale-user-") as tmp:
+        root = Path(tmp)
+        for n in sizes:
+            outs: dict[str, list[dict[str, float]]] = {c: [] for c in cases}
+            dags = {}
+            for case in cases:
+                max_active = USER_CASES[case][0] or n
+                dags[case] = root / f"fanout-{n}-{case}.yaml"
+                dags[case].write_text(fanout_yaml(n, max_active))
+            for rep in range(args.reps):
+                for case in cases:  # interleaved: each rep runs every case once
+                    parallelism = USER_CASES[case][1]
+                    home = root / f"home-{n}-{case}-{rep}"
+                    outs[case].append(
+                        user_run(dags[case], home, n if parallelism is None else parallelism)
+                    )
+            for case in cases:
+                runs = outs[case]
+                row: dict[str, Any] = {
+                    "case": f"{case}_{n}",
+                    "tasks": n,
+                    "reps": len(runs),
+                    "wall_s": round(statistics.median(r["wall_s"] for r in runs), 3),
+                    "wall_s_all": [round(r["wall_s"], 3) for r in runs],
+                    "ms_per_task": round(
+                        statistics.median(r["wall_s"] for r in runs) / n * 1000, 3
+                    ),
+                    "cpu_ms_per_task": round(
+                        statistics.median(r["cpu_s"] for r in runs) / n * 1000, 3
+                    ),
+                    "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs), 1),
+                }
+                if "unlimited" in outs and case != "unlimited":
+                    ratios = [
+                        a["wall_s"] / b["wall_s"]
+                        for a, b in zip(runs, outs["unlimited"], strict=True)
+                    ]
+                    row["wall_ratio_to_unlimited"] = round(statistics.median(ratios), 3)
+                results.append(row)
+    curve = {r["tasks"]: r["ms_per_task"] for r in results if r["case"].startswith("max_32_")}
+    print(
+        json.dumps(
+            {
+                "benchmark": "scale_user",
+                "python": platform.python_version(),
+                "what": "whole `leoflow run` processes, agent executor, interleaved per rep",
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "statistic": "median over reps; ratios: median of each rep's ratio",
+                "results": results,
+                "max_32_ms_per_task_curve": curve,
+                "targets": {"max_32_10000_s": 10, "rss_mb": 150, "ratio_to_unlimited": 1.2},
+            },
+            indent=2,
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fanout", default="100,1000,10000")
@@ -190,7 +304,13 @@ def main() -> None:
     )
     parser.add_argument("--profile", default=None, help="cProfile the largest fan-out")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--user", action="store_true", help="whole `leoflow run` cases")
+    parser.add_argument("--user-sizes", default="100,1000,10000")
+    parser.add_argument("--user-cases", default=",".join(USER_CASES))
     args = parser.parse_args()
+    if args.user:
+        user_cases(args)
+        return
     if args.child:
         kind, n = args.child.split(":")
         child(kind, int(n), args.executor, args.parallelism, args.profile, args.loop)

@@ -34,6 +34,7 @@ from typing import Any
 
 from leoflow.agent import held_dirs
 from leoflow.agent.environment import base_environment, resolve_task_user
+from leoflow.aio import stages
 from leoflow.domain.execution import Attempt, Launch, LaunchError, Report, TaskFinished
 from leoflow.domain.reasons import EndReason
 from leoflow.executor.process_groups import group_alive
@@ -86,6 +87,8 @@ class LocalAgentExecutor:
         self._inflight: dict[str, Launch] = {}
         self._pgids: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        self._outbox: list[bytes] = []  # lines not yet written to the agent
+        self._writer: asyncio.Task[None] | None = None
         self._stopping = False
         self._partial = b""
         self.scratch = ""  # the running agent's scratch directory (see ``_ensure_agent``)
@@ -203,8 +206,9 @@ class LocalAgentExecutor:
             return
         if kind == "started":
             pid = event.get("pid")
-            if isinstance(pid, int) and key in self._inflight:
+            if isinstance(pid, int) and (launch := self._inflight.get(key)) is not None:
                 self._pgids[key] = pid  # the command leads its own process group
+                stages.mark("spawned", launch.ti_pk, launch.try_number)
         elif kind == "finished":
             self._pgids.pop(key, None)
             launch = self._inflight.pop(key, None)
@@ -236,12 +240,27 @@ class LocalAgentExecutor:
             )
 
     async def _send(self, message: dict[str, Any]) -> None:
+        """Lines sent in one turn of the loop (a tick's launches) go to the agent in
+        one write, so it wakes once for them all, not once a line; in order."""
+        self._outbox.append(json.dumps(message).encode() + b"\n")
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_outbox())
+        await asyncio.shield(self._writer)
+
+    async def _write_outbox(self) -> None:
         async with self._lock:
-            process = await self._ensure_agent()
             try:
-                await process.write(json.dumps(message).encode() + b"\n")
+                while self._outbox:
+                    data = b"".join(self._outbox)
+                    self._outbox.clear()
+                    process = await self._ensure_agent()
+                    await process.write(data)
             except (BrokenPipeError, ConnectionResetError, OSError) as exc:
+                self._outbox.clear()  # their senders get the error: none goes later
                 raise LaunchError(f"the local agent is gone: {exc}") from exc
+            except BaseException:
+                self._outbox.clear()
+                raise
 
     async def launch(self, launch: Launch) -> None:
         if launch.ticket is None:
@@ -250,6 +269,7 @@ class LocalAgentExecutor:
         self._inflight[key] = launch
         try:
             await self._send({"op": "run", "key": key, "ticket": launch.ticket})
+            stages.mark("sent", launch.ti_pk, launch.try_number)
         except BaseException:
             self._inflight.pop(key, None)
             raise

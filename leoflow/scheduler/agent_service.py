@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import secrets as _secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from leoflow.aio import stages
 from leoflow.domain.backfill import run_env
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
@@ -35,7 +36,9 @@ from leoflow.scheduler.agent_backend import (
 )
 from leoflow.scheduler.agent_bounds import ConnectionBounds
 from leoflow.scheduler.agent_endpoint import AgentEndpoint
+from leoflow.scheduler.coalesce import Coalescer
 from leoflow.scheduler.core import Scheduler, SchedulerStopping
+from leoflow.scheduler.logbuffer import LogEntry
 from leoflow.scheduler.mirror import RunMirror
 from leoflow.scheduler.outputs import mirror_inputs, stored_inputs
 from leoflow.scheduler.ticket_batch import TicketBatcher
@@ -79,12 +82,16 @@ class SchedulerBackend:
         self._clock = time.time
         self._specs: dict[str, tuple[str, DagSpec]] = {}
         self._tickets = TicketBatcher(store.consume_tickets)
+        # Appends and size reads that arrive together share a transaction.
+        self._appends: Coalescer[LogEntry, None] = Coalescer(self._append_many)
+        self._sizes: Coalescer[tuple[int, int], int] = Coalescer(self._sizes_many)
 
     async def consume_ticket(self, ticket_hash: str, now: float) -> TicketUse:
         scheduler = self._scheduler()
         if scheduler is not None and scheduler.local_tickets is not None:
             local = scheduler.local_tickets.consume(ticket_hash, now)
             if local is not None:  # one of the tickets kept here (Lite's pool agent's)
+                stages.mark("exchange", local.ti_pk or 0, local.try_number or 0)
                 return local
         use = await self._tickets.consume(ticket_hash, now)
         return TicketUse(use.status, use.ti_pk, use.try_number)
@@ -140,7 +147,9 @@ class SchedulerBackend:
         local = self._local(s.ti_pk)
         if local is not None:
             scheduler = local[0]
+            stages.mark("start_recv", s.ti_pk, s.try_number)
             if await self._submit(scheduler, TaskStarted(s.ti_pk, s.try_number, executor_ref, now)):
+                stages.mark("started", s.ti_pk, s.try_number)
                 ti = scheduler.task(s.ti_pk)
                 if ti is None or ti.try_number != s.try_number or ti.state is not TaskState.RUNNING:
                     raise SessionRefused(
@@ -182,12 +191,20 @@ class SchedulerBackend:
 
     async def append_log(self, s: TaskSession, data: bytes) -> None:
         try:
-            await self._store.append_log(s.ti_pk, s.try_number, data)
+            await self._appends.call((s.ti_pk, s.try_number, data))
         except StoreFull as exc:  # the disk is full and Leoflow is stopping
             raise SessionRefused(f"Leoflow is stopping; output not written: {exc}") from exc
 
     async def log_size(self, s: TaskSession) -> int:
-        return await self._store.log_size(s.ti_pk, s.try_number)
+        return await self._sizes.call((s.ti_pk, s.try_number))
+
+    async def _append_many(self, entries: Sequence[LogEntry]) -> list[None]:
+        await self._store.append_logs(entries)
+        return [None] * len(entries)
+
+    async def _sizes_many(self, keys: Sequence[tuple[int, int]]) -> list[int]:
+        sizes = await self._store.log_sizes(keys)
+        return [sizes[key] for key in keys]
 
     async def complete(self, s: TaskSession, outcome: Outcome) -> None:
         now = self._clock()
@@ -200,9 +217,11 @@ class SchedulerBackend:
         )
         code = outcome.exit_code
         local = self._local(s.ti_pk)
+        stages.mark("complete_recv", s.ti_pk, s.try_number)
         if local is not None and await self._submit(
             local[0], TaskFinished(s.ti_pk, s.try_number, code, reason, message, now, output)
         ):
+            stages.mark("completed", s.ti_pk, s.try_number)
             return
         row = await self._store.get_task_instance(s.ti_pk)
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:

@@ -8,11 +8,12 @@ its launches are dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import Book
 from leoflow.scheduler.local_tickets import LocalTickets
+from leoflow.scheduler.logbuffer import LogEntry
 from leoflow.store import RunChange, Store
 
 log = logging.getLogger("leoflow.scheduler")
@@ -39,13 +40,14 @@ class GroupCommit:
         self._clock = clock
         self._reload_run = reload_run
 
-    async def flush(self, batch: Batch) -> None:
+    async def flush(self, batch: Batch, logs: Sequence[LogEntry] = ()) -> None:
+        """``logs``: output to append in the same transaction (see ``LogBuffer``)."""
         runs = [
             RunChange(run.pk, expected, new, fields)
             for run, expected, new, fields in batch.run_changes
         ]
         stored_tickets = batch.tickets if self.local_tickets is None else []
-        if batch.changes or stored_tickets or runs:
+        if batch.changes or stored_tickets or runs or logs or batch.notes:
             # The runs' changes ride in the tasks' transaction: a run's start and end
             # were a transaction each, two of a small run's handful.
             results, run_results = await self.store.commit_batch(
@@ -54,6 +56,8 @@ class GroupCommit:
                 epoch=self.epoch,
                 tickets=stored_tickets,
                 tickets_expire_at=self._clock() + self.ticket_ttl,
+                logs=logs,
+                notes=batch.notes,
             )
             stale = {
                 change.ti_pk for change, ok in zip(batch.changes, results, strict=True) if not ok
@@ -78,8 +82,6 @@ class GroupCommit:
                     self.local_tickets.add(
                         ticket_hash, ti_pk, try_number, expires_at=now + self.ticket_ttl, now=now
                     )
-        for ti_pk, try_number, reason, message in batch.notes:
-            await self.store.note_queued(ti_pk, try_number, reason, message, epoch=self.epoch)
         for run in batch.finished_runs:
             self.book.forget(run)
 

@@ -24,6 +24,9 @@ class SchedulerConfig:
     max_catchup_runs: int = 100
     retention: float | None = None  # seconds; see scheduler/retention.py
     removed_dag_grace: float = 600.0  # seconds; see StoreFollower.keep_anchors
+    # How often running tasks' buffered output is written (a finished try's goes in
+    # the commit that ends it, whenever that is; see scheduler/logbuffer.py).
+    log_flush_interval: float = 0.2
 
 
 # The run type of a solo scheduler's runs: no other scheduler adopts or recovers them.

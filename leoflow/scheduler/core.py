@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Unpack
 
+from leoflow.aio import stages
 from leoflow.aio.waits import wait_set
 from leoflow.domain.admission import Admission
 from leoflow.domain.dag import DagSpec
@@ -170,13 +171,14 @@ class Scheduler:
         self._loop_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._waiters = RunWaiters(store, self._spawn)
-        self._logs = LogBuffer(store)
+        self._logs = LogBuffer(store, interval=config.log_flush_interval)
         self.retention = Retention(store, None if config.solo else config.retention)
         self._backfills = BackfillDriver(self)
         self._deadlines = DeadlineWatch(self)
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
         self._last_poll = 0.0
+        self._ticks = 0  # ticks so far (the stage trace numbers them)
         self._poll = StorePoll(store, self._follower, self._creation, self._backfills, self._clears)
         self._stepped = SteppedPoll()  # the poll in progress, a step per tick (poll_steps)
         self._stopping = False
@@ -382,13 +384,8 @@ class Scheduler:
         await self._deadlines.check(now)
         pending, self._events = self._events, []
         self._ticking = pending
-        finished_keys = [
-            (p.event.ti_pk, p.event.try_number)
-            for p in pending
-            if isinstance(p.event, TaskFinished)
-        ]
-        if finished_keys:
-            await self._logs.flush(finished_keys)
+        self._ticks += 1
+        stages.mark("tick", self._ticks, len(pending))
         batch = Batch()
         for item in pending:
             if item.event is not None:
@@ -401,13 +398,25 @@ class Scheduler:
         self._steps.admit(now, batch)
         self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
+        # The finished tries' buffered output goes in this same commit (LogBuffer).
+        finished_keys = [
+            (p.event.ti_pk, p.event.try_number)
+            for p in pending
+            if isinstance(p.event, TaskFinished)
+        ]
         try:
-            await self._commit.flush(batch)
+            if finished_keys:
+                await self._logs.write_with(
+                    finished_keys, lambda logs: self._commit.flush(batch, logs)
+                )
+            else:
+                await self._commit.flush(batch)
         except BaseException as exc:
             for item in pending:
                 if item.done is not None and not item.done.done():
                     item.done.set_exception(exc)
             raise
+        stages.mark("flushed", self._ticks, len(batch.launches))
         # Launches first: the loop runs ready tasks in order, so the downstream pods'
         # creates go ahead of the replies to the Completes that freed them.
         for launch in batch.launches:
@@ -434,6 +443,7 @@ class Scheduler:
         self._spawn(self.executor.cancel(ti_pk, try_number, reason))
 
     async def _launch(self, launch: Launch) -> None:
+        stages.mark("launch", launch.ti_pk, launch.try_number)
         try:
             await self.executor.launch(launch)
         except LaunchError as exc:

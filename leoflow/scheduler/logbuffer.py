@@ -11,11 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from leoflow.aio.waits import wait_set
 from leoflow.store import Store, StoreError
 
 log = logging.getLogger("leoflow.scheduler.logs")
+
+T = TypeVar("T")
+LogEntry = tuple[int, int, bytes]
 
 # How long a cancelled flush waits for the write it started (see flush).
 CANCEL_WAIT = 1.0
@@ -43,28 +48,40 @@ class LogBuffer:
             self._kick.set()
 
     async def flush(self, keys: list[tuple[int, int]] | None = None) -> None:
+        """Write what is buffered (of ``keys``, or all) in one transaction."""
+        await self.write_with(keys, self._store.append_logs)
+
+    async def write_with(
+        self, keys: list[tuple[int, int]] | None, write: Callable[[list[LogEntry]], Awaitable[T]]
+    ) -> T:
+        """Give ``write`` the output buffered for ``keys`` (None: all) and drop it once
+        written: the tick writes its finished tries' output in its own commit, so a
+        batch of completions costs that one transaction, not one more per try."""
         async with self._lock:
+            taken = []
             for key in list(self._pending) if keys is None else keys:
                 chunks = self._pending.get(key)
-                if not chunks:
-                    continue
-                count = len(chunks)
-                data = b"".join(chunks)
-                # Taken out only once written: a write that fails leaves the output
-                # here for the next flush, so none is lost.
-                write = asyncio.ensure_future(self._store.append_log(key[0], key[1], data))
-                try:
-                    await asyncio.shield(write)
-                except asyncio.CancelledError:
-                    # Stopping: a write in the database's hands may still commit. Give
-                    # it a moment, so the final flush does not write its output twice.
-                    with contextlib.suppress(Exception, asyncio.CancelledError):
-                        async with asyncio.timeout(CANCEL_WAIT):
-                            await write
-                    if write.done() and not write.cancelled() and write.exception() is None:
+                if chunks:
+                    taken.append((key, len(chunks), b"".join(chunks)))
+            entries = [(key[0], key[1], data) for key, _, data in taken]
+            # Taken out only once written: a write that fails leaves the output here
+            # for the next flush, so none is lost.
+            done = asyncio.ensure_future(write(entries))
+            try:
+                result = await asyncio.shield(done)
+            except asyncio.CancelledError:
+                # Stopping: a write in the database's hands may still commit. Give it a
+                # moment, so the final flush does not write its output twice.
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    async with asyncio.timeout(CANCEL_WAIT):
+                        await done
+                if done.done() and not done.cancelled() and done.exception() is None:
+                    for key, count, data in taken:
                         self._taken(key, count, len(data))
-                    raise
+                raise
+            for key, count, data in taken:
                 self._taken(key, count, len(data))
+            return result
 
     def _taken(self, key: tuple[int, int], count: int, size: int) -> None:
         chunks = self._pending.get(key, [])

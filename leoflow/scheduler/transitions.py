@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from leoflow.aio import stages
 from leoflow.domain.backfill import run_env
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.execution import ExecutorEvent, Launch, LaunchWaiting, TaskFinished, TaskStarted
@@ -50,6 +51,7 @@ class Transitions:
                 )
                 metrics.RUNNING.inc()
         elif isinstance(event, TaskFinished):
+            stages.mark("applied", ti.pk, ti.try_number)
             self.finish_try(
                 ti, event.reason, event.message, event.exit_code, event.at, batch, event.output
             )
@@ -136,6 +138,7 @@ class Transitions:
             fields = {"try_number": ti.try_number + 1, "queued_at": now}
             change = TaskChange(ti.pk, TaskState.SCHEDULED, TaskState.QUEUED, ti.try_number, fields)
             self.book.record(ti, change, batch)
+            stages.mark("admitted", ti.pk, ti.try_number)
             if ti.ready_at is not None:
                 metrics.DISPATCH_LATENCY.observe(max(0.0, now - ti.ready_at))
             self.book.task_changed(ti)

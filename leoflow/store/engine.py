@@ -47,6 +47,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.pool import StaticPool
 
+from leoflow.aio import stages
 from leoflow.store.errors import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -231,6 +232,7 @@ def _transaction(
         conn.rollback()
         raise
     conn.commit()
+    stages.mark("transaction", int(write))  # a store round trip (the stage trace)
     return result
 
 

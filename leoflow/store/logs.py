@@ -6,6 +6,7 @@ never sums the chunks before it, and the tail row alone gives a log's size.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -41,35 +42,54 @@ def _chunk_rows(ti_pk: int, try_number: int, data: bytes, seq: int, end: int) ->
     return rows
 
 
-class LogRecords(StoreBase):
-    def _build_statements(self) -> None:
-        super()._build_statements()
-        self._log_tail = (
-            sa.select(_log.seq, _log.start, _log.size)
-            .where(_log.ti_pk == sa.bindparam("b_ti"), _log.try_number == sa.bindparam("b_try"))
-            .order_by(_log.seq.desc())
-            .limit(1)
-        )
-        self._log_insert = sa.insert(log_chunks)
-        self._log_lock = sa.text(
-            "SELECT pg_advisory_xact_lock(CAST(:k1 AS integer), CAST(:k2 AS integer))"
-        )
+_TAIL = (
+    sa.select(_log.seq, _log.start, _log.size)
+    .where(_log.ti_pk == sa.bindparam("b_ti"), _log.try_number == sa.bindparam("b_try"))
+    .order_by(_log.seq.desc())
+    .limit(1)
+)
+_INSERT = sa.insert(log_chunks)
+_LOCK = sa.text("SELECT pg_advisory_xact_lock(CAST(:k1 AS integer), CAST(:k2 AS integer))")
 
-    async def append_log(self, ti_pk: int, try_number: int, data: bytes) -> None:
-        """Append bytes to the log of (task instance, try)."""
+LogEntry = tuple[int, int, bytes]  # task instance, try, the bytes to append to its log
+
+
+def write_log_rows(conn: Connection, entries: Sequence[LogEntry], *, sqlite: bool) -> None:
+    """Append each entry's bytes to its try's log, in order, within ``conn``'s
+    transaction: one tail read per log and one insert for them all."""
+    tails: dict[tuple[int, int], tuple[int, int]] = {}
+    rows: list[Any] = []
+    for ti_pk, try_number, data in entries:
         if not data:
-            return
-        data = bytes(data)
-        key = {"b_ti": ti_pk, "b_try": try_number}
-
-        def op(conn: Connection) -> None:
-            if not self._sqlite:
+            continue
+        key = (ti_pk, try_number)
+        if key not in tails:
+            if not sqlite:
                 # Appends to one log queue up here (SQLite's BEGIN IMMEDIATE already
                 # does), so they do not race for the next seq.
-                conn.execute(self._log_lock, {"k1": ti_pk % 2**31, "k2": try_number % 2**31})
-            tail = conn.execute(self._log_tail, key).first()
-            seq, end = (-1, 0) if tail is None else (int(tail[0]), int(tail[1] + tail[2]))
-            conn.execute(self._log_insert, _chunk_rows(ti_pk, try_number, data, seq, end))
+                conn.execute(_LOCK, {"k1": ti_pk % 2**31, "k2": try_number % 2**31})
+            tail = conn.execute(_TAIL, {"b_ti": ti_pk, "b_try": try_number}).first()
+            tails[key] = (-1, 0) if tail is None else (int(tail[0]), int(tail[1] + tail[2]))
+        seq, end = tails[key]
+        added = _chunk_rows(ti_pk, try_number, bytes(data), seq, end)
+        tails[key] = (added[-1]["seq"], added[-1]["start"] + added[-1]["size"])
+        rows.extend(added)
+    if rows:
+        conn.execute(_INSERT, rows)
+
+
+class LogRecords(StoreBase):
+    async def append_log(self, ti_pk: int, try_number: int, data: bytes) -> None:
+        """Append bytes to the log of (task instance, try)."""
+        await self.append_logs([(ti_pk, try_number, data)])
+
+    async def append_logs(self, entries: Sequence[LogEntry]) -> None:
+        """Append to several logs (or one, several times) in one transaction, in order."""
+        if not any(data for _, _, data in entries):
+            return
+
+        def op(conn: Connection) -> None:
+            write_log_rows(conn, entries, sqlite=self._sqlite)
 
         for attempt in range(_LOG_APPEND_ATTEMPTS):
             try:
@@ -111,10 +131,16 @@ class LogRecords(StoreBase):
         return await self._read(op)
 
     async def log_size(self, ti_pk: int, try_number: int) -> int:
-        key = {"b_ti": ti_pk, "b_try": try_number}
+        return (await self.log_sizes([(ti_pk, try_number)]))[(ti_pk, try_number)]
 
-        def op(conn: Connection) -> int:
-            tail = conn.execute(self._log_tail, key).first()
-            return 0 if tail is None else int(tail[1] + tail[2])
+    async def log_sizes(self, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], int]:
+        """Each (task instance, try)'s log size, read in one transaction."""
+
+        def op(conn: Connection) -> dict[tuple[int, int], int]:
+            sizes = {}
+            for ti_pk, try_number in keys:
+                tail = conn.execute(_TAIL, {"b_ti": ti_pk, "b_try": try_number}).first()
+                sizes[(ti_pk, try_number)] = 0 if tail is None else int(tail[1] + tail[2])
+            return sizes
 
         return await self._read(op)

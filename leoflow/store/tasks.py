@@ -26,6 +26,7 @@ from leoflow.store.base import (
     state_update,
 )
 from leoflow.store.errors import StaleEpoch, StoreError
+from leoflow.store.logs import LogEntry, write_log_rows
 from leoflow.store.rows import RunChange, TaskChange, TaskInstanceRow
 from leoflow.store.rows import task_instance_row as _ti_row
 from leoflow.store.runs import RUN_FIELDS, run_update
@@ -83,10 +84,24 @@ class _Lost(Exception):
     """A single transition lost its compare-and-set: roll back the try it kept."""
 
 
+def _try_in(state: TaskState) -> sa.Update:
+    """An update of one try (``b_pk``, ``b_try``) that is in ``state``."""
+    return sa.update(task_instances).where(
+        _ti.pk == sa.bindparam("b_pk"),
+        _ti.state == state.value,
+        _ti.try_number == sa.bindparam("b_try"),
+    )
+
+
 class TaskInstanceRecords(TryRecords):
     def _build_statements(self) -> None:
         super()._build_statements()
         self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
+        self._note = _try_in(TaskState.QUEUED).values(
+            reason=sa.bindparam("v_reason"),
+            message=sa.bindparam("v_message"),
+            updated_at=sa.bindparam("v_at"),
+        )
         self._ti_by_pks = sa.select(task_instances).where(
             _ti.pk.in_(sa.bindparam("b_pks", expanding=True))
         )
@@ -107,15 +122,7 @@ class TaskInstanceRecords(TryRecords):
             "b_pks",
             shapes=_LOCK_SHAPES,
         )
-        self._heartbeat = (
-            sa.update(task_instances)
-            .where(
-                _ti.pk == sa.bindparam("b_pk"),
-                _ti.state == TaskState.RUNNING.value,
-                _ti.try_number == sa.bindparam("b_try"),
-            )
-            .values(heartbeat_at=sa.bindparam("b_at"))
-        )
+        self._heartbeat = _try_in(TaskState.RUNNING).values(heartbeat_at=sa.bindparam("b_at"))
         self._launch_tickets = sa.insert(tickets)
         self._positional: dict[tuple[str, ...], Positional] = {}
 
@@ -240,12 +247,17 @@ class TaskInstanceRecords(TryRecords):
         epoch: int | None,
         tickets: Sequence[tuple[str, int, int]] = (),
         tickets_expire_at: float = 0.0,
+        logs: Sequence[LogEntry] = (),
+        notes: Sequence[tuple[int, int, str | None, str | None]] = (),
     ) -> tuple[list[bool], list[bool]]:
         """``transition_tasks`` and runs' compare-and-sets (``transition_run``'s, in
         order, after the tasks') in the same transaction: a tick's commit. A run's
         start and end were a transaction (a BEGIN, a fence read and a commit) each.
+        ``logs``: output of the tries the batch ends, appended in the same transaction,
+        so a try's log is complete when its end is stored, at no round trip of its own.
+        ``notes``: ``note_queued``'s (task instance, try, reason, message), likewise.
         Per-change success of each."""
-        if not changes and not tickets and not runs:
+        if not changes and not tickets and not runs and not logs and not notes:
             return [], []
         run_params: list[tuple[sa.Update, dict[str, Any]]] = []
         for run in runs:
@@ -341,6 +353,10 @@ class TaskInstanceRecords(TryRecords):
                         )
             if ticket_rows:  # the launches' tickets, in the same transaction
                 self._insert_many(conn, self._launch_tickets, ticket_rows)
+            write_log_rows(conn, logs, sqlite=self._sqlite)
+            for ti_pk, try_number, reason, message in notes:
+                params = {"b_pk": ti_pk, "b_try": try_number, "v_reason": reason}
+                conn.execute(self._note, params | {"v_message": message, "v_at": at})
             run_results = [conn.execute(stmt, params).rowcount == 1 for stmt, params in run_params]
             return results, run_results
 
@@ -368,17 +384,10 @@ class TaskInstanceRecords(TryRecords):
 
         Not a state change: only a queued instance on that try, under the leader's epoch.
         """
-        stmt = (
-            sa.update(task_instances)
-            .where(
-                _ti.pk == ti_pk,
-                _ti.state == TaskState.QUEUED.value,
-                _ti.try_number == try_number,
-            )
-            .values(reason=reason, message=message, updated_at=now())
-        )
+        params: dict[str, Any] = {"b_pk": ti_pk, "b_try": try_number, "v_reason": reason}
+        params |= {"v_message": message, "v_at": now()}
 
         def op(conn: Connection) -> bool:
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(self._note, params).rowcount == 1
 
         return await self._write(op, epoch)

@@ -33,11 +33,11 @@ def _peak(spans: list[tuple[float, float]]) -> int:
 async def _spans(home: Path, dag_id: str) -> list[tuple[float, float]]:
     store = await Store.open(f"sqlite:///{home / 'leoflow.db'}", migrate=False)
     try:
-        tis = [t for t in await store.list_task_instances(dag_id=dag_id)]
+        tis = await store.list_task_instances(dag_id=dag_id)
     finally:
         await store.close()
-    assert all(t.queued_at is not None and t.ended_at is not None for t in tis)
-    return [(t.queued_at, t.ended_at) for t in tis]  # type: ignore[misc]
+    spans = [(t.queued_at, t.ended_at) for t in tis]
+    return [(q, e) for q, e in spans if q is not None and e is not None]
 
 
 @pytest.mark.parametrize(
@@ -60,6 +60,6 @@ def test_a_slot_limited_fan_out_holds_at_most_its_limit_at_any_instant(
     done = leoflow("run", str(dag), "--executor", "agent", timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     spans = asyncio.run(_spans(home, "fan"))
-    assert len(spans) == 40
+    assert len(spans) == 40  # every try has both times
     # Never above the limit, and at it: the limit, not the work, set the pace.
     assert _peak(spans) == limit

@@ -80,3 +80,44 @@ async def test_a_run_comes_back_with_its_task_instances(store: Store) -> None:
             "dag", "r1", run_type="manual", logical_date=None, conf={}, tasks=seeds(1), epoch=None
         )
     assert empty.pk != row.pk
+
+
+async def test_the_ends_output_and_queued_notes_ride_in_the_batch(store: Store) -> None:
+    run = await make_run(store, tasks=2)
+    first, second = await store.list_task_instances(run_pk=run.pk)
+    await store.commit_batch(
+        [
+            change
+            for ti in (first, second)
+            for change in (
+                TaskChange(ti.pk, T.NONE, T.SCHEDULED),
+                TaskChange(ti.pk, T.SCHEDULED, T.QUEUED, 0, {"try_number": 1}),
+            )
+        ],
+        [],
+        epoch=None,
+    )
+    await store.append_log(first.pk, 1, b"one ")
+    tasks, _ = await store.commit_batch(
+        [
+            TaskChange(first.pk, T.QUEUED, T.RUNNING, 1, {"started_at": 1.0}),
+            TaskChange(first.pk, T.RUNNING, T.SUCCESS, 1, {"ended_at": 2.0}),
+        ],
+        [],
+        epoch=None,
+        # Two pieces of one log and one of another: in order, after what is stored.
+        logs=[(first.pk, 1, b"two "), (second.pk, 1, b"alone"), (first.pk, 1, b"three")],
+        # A note for a try that is queued, and one for a try this batch ended: not kept.
+        notes=[(second.pk, 1, "image_pull", "pulling"), (first.pk, 1, "image_pull", "x")],
+    )
+    assert tasks == [True, True]
+    assert await store.read_log(first.pk, 1) == b"one two three"
+    assert await store.read_log(second.pk, 1) == b"alone"
+    assert await store.log_sizes([(first.pk, 1), (second.pk, 1), (first.pk, 2)]) == {
+        (first.pk, 1): 13,
+        (second.pk, 1): 5,
+        (first.pk, 2): 0,
+    }
+    by_pk = {ti.pk: ti for ti in await store.list_task_instances(run_pk=run.pk)}
+    assert (by_pk[second.pk].reason, by_pk[second.pk].message) == ("image_pull", "pulling")
+    assert by_pk[first.pk].state is T.SUCCESS and by_pk[first.pk].reason != "image_pull"
