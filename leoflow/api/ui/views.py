@@ -31,6 +31,7 @@ from leoflow.api.ui.fragments import (
 )
 from leoflow.api.ui.moved import Redirect
 from leoflow.api.ui.present import dag_url, exit_words, pod_of
+from leoflow.api.ui.task_facts import task_facts
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.store.rows import DagRow, RunRow
@@ -228,7 +229,9 @@ async def task_view(
     # The chosen try's own facts; None: an earlier try whose facts were not kept (a row
     # retried before migration 0008).
     shown = known.get(chosen)
+    dag = await store.get_dag(dag_id)
     return {
+        **task_facts(spec_of(dag) if dag is not None else None, ti),
         "run": run,
         "ti": ti,
         "why": why,

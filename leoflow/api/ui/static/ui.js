@@ -61,6 +61,9 @@
       ? "Clear of " + d.cleared.join(", ") + " requested: the scheduler stops a running try and runs it again."
       : "Cleared " + d.cleared.join(", ") + ": it runs again.",
     backfill_cancel: (d) => "Backfill #" + d.pk + " cancelled.",
+    mark: (d) => (d.pending ? "Requested: the scheduler marks " : "Marked ") + d.state + ": "
+      + d.marked.join(", ") + (d.reopened.length ? "; decided again by their trigger rules: " + d.reopened.join(", ") : "") + ".",
+    clear_failed: (d) => (d.pending ? "Clear requested of " : "Cleared ") + d.cleared.join(", ") + ": they run again.",
   };
 
   document.addEventListener("click", async (event) => {
@@ -80,6 +83,14 @@
       task_id: button.dataset.task || null,
     };
     if (action === "clear") body.downstream = !!(downstream && downstream.checked);
+    if (action === "mark") {
+      body.state = button.dataset.state;
+      body.downstream = !!($("#mark-downstream") || {}).checked;
+      body.upstream = !!($("#mark-upstream") || {}).checked;
+    }
+    // What the page showed: the server says so if the run or task changed since.
+    if (button.dataset.seenRun) body.seen_run = button.dataset.seenRun;
+    if (button.dataset.seenTask) body.seen_task = button.dataset.seenTask;
     if (button.dataset.backfill) body.backfill = Number(button.dataset.backfill);
     button.disabled = true;
     try {
