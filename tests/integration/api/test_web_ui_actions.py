@@ -43,7 +43,9 @@ async def test_mark_from_the_task_page_with_what_the_page_showed(
     headers = {**SAME, "X-CSRF-Token": csrf}
     body = {"dag_id": "etl", "run_id": "r", "task_id": "transform", "state": "success"}
     # The page showed try 0 (an older page): the task changed since; nothing is done.
-    stale = await ui.post("/ui/actions/mark", json={**body, "seen_task": "failed:0"}, headers=headers)
+    stale = await ui.post(
+        "/ui/actions/mark", json={**body, "seen_task": "failed:0"}, headers=headers
+    )
     assert stale.status_code == 409
     assert stale.json()["detail"].startswith(
         "task 'transform' changed since the page was drawn: it was failed (try 0), "
@@ -53,7 +55,12 @@ async def test_mark_from_the_task_page_with_what_the_page_showed(
     assert bad.status_code == 422 and bad.json()["detail"].startswith("state: expected")
     r = await ui.post("/ui/actions/mark", json={**body, "seen_task": "failed:1"}, headers=headers)
     assert r.status_code == 200, r.text
-    assert r.json() == {"marked": ["transform"], "reopened": ["load"], "state": "success", "pending": False}
+    assert r.json() == {
+        "marked": ["transform"],
+        "reopened": ["load"],
+        "state": "success",
+        "pending": False,
+    }
     # The run page drew the run failed; it is running again now: clear failed says so.
     again = await ui.post(
         "/ui/actions/clear_failed",

@@ -146,7 +146,53 @@
   }
   document.addEventListener("input", (event) => {
     if (event.target.id === "conf") validateConf();
+    if (event.target.dataset.param !== undefined) paramsToConf();
   });
+  document.addEventListener("change", (event) => {
+    if (event.target.dataset.param !== undefined) paramsToConf();
+  });
+  // The params form writes each field, typed, into the conf the JSON editor holds; a
+  // field that does not parse is named (the server checks again: conf.<name>).
+  function paramValue(field) {
+    const type = field.dataset.type, raw = field.value.trim();
+    if (field.type === "checkbox") return { value: field.checked };
+    if (field.tagName === "SELECT") return raw === "" ? {} : { value: JSON.parse(raw) };
+    if (raw === "") return {};
+    if (type === "integer" || type === "number") {
+      const n = Number(raw);
+      if (raw === "" || !Number.isFinite(n) || (type === "integer" && !Number.isInteger(n))) {
+        return { error: "expected " + (type === "integer" ? "an integer" : "a number") + ", got “" + raw + "”" };
+      }
+      if (field.dataset.min !== undefined && n < Number(field.dataset.min)) return { error: "expected at least " + field.dataset.min };
+      if (field.dataset.max !== undefined && n > Number(field.dataset.max)) return { error: "expected at most " + field.dataset.max };
+      return { value: n };
+    }
+    if (type === "array" || type === "object") {
+      let v;
+      try { v = JSON.parse(raw); } catch (e) { return { error: "not valid JSON: " + e.message }; }
+      const ok = type === "array" ? Array.isArray(v) : v !== null && typeof v === "object" && !Array.isArray(v);
+      return ok ? { value: v } : { error: "expected " + (type === "array" ? "a JSON list" : "a JSON object") };
+    }
+    return { value: raw };
+  }
+  function paramsToConf() {
+    const current = parseConf();
+    const conf = current.value || {};
+    const problems = [];
+    $$("[data-param]").forEach((field) => {
+      const got = paramValue(field);
+      field.setAttribute("aria-invalid", got.error ? "true" : "false");
+      if (got.error) problems.push(field.dataset.param + ": " + got.error);
+      else if ("value" in got) conf[field.dataset.param] = got.value;
+      else delete conf[field.dataset.param];
+    });
+    $("#conf").value = JSON.stringify(conf, null, 2);
+    validateConf();
+    if (problems.length) {
+      $("#conf-error").textContent = problems.join("; ");
+      $("#trigger-submit").disabled = true;
+    }
+  }
   // ---------------------------------------------------------------- backfill
   function backfillBody(form, dryRun) {
     const from = $("#bf-from").value, to = $("#bf-to").value, max = $("#bf-max").value.trim();
@@ -213,6 +259,10 @@
         live.kick();
       } catch (e) {
         $("#conf-error").textContent = e.message;
+        // The server names the param (conf.<name>: ...): point at its field.
+        const named = /^conf\.([A-Za-z0-9_]+):/.exec(e.message);
+        const field = named && $(`[data-param="${named[1]}"]`);
+        if (field) { field.setAttribute("aria-invalid", "true"); field.focus(); }
       }
     } else if (form.id === "login-form") {
       event.preventDefault();
