@@ -25,12 +25,14 @@ from leoflow.api.ui.fragments import (
     GridColumn,
     drawing_of,
     graph_nodes,
+    grid_cells,
     grid_rows,
     items_url,
     run_squares,
 )
+from leoflow.api.ui.grid_window import GRAPH_INLINE, GridWindow, grid_shape
 from leoflow.api.ui.moved import Redirect
-from leoflow.api.ui.present import dag_url, exit_words, pod_of
+from leoflow.api.ui.present import dag_url, exit_words, pod_of, quoted
 from leoflow.api.ui.task_facts import task_facts
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
@@ -146,7 +148,12 @@ async def dags_view(ctx: ApiContext, q: str, state: str, page: int) -> dict[str,
 
 
 async def dag_view(
-    ctx: ApiContext, dag_id: str, run_id: str | None, before: int | None, runs: int | None
+    ctx: ApiContext,
+    dag_id: str,
+    run_id: str | None,
+    before: int | None,
+    runs: int | None,
+    rows: GridWindow | None = None,
 ) -> dict[str, Any]:
     store = ctx.store
     row = await dag_or_404(store, dag_id)
@@ -173,13 +180,27 @@ async def dag_view(
     selected_states = by_run.get(selected.pk, {}) if selected is not None else {}
     order = drawing.order
     mapped = mapped_tasks(spec)
+    window = (rows or GridWindow()).over(order)
+    cells = grid_cells(dag_id, window.tasks, columns, mapped)
+    lazy = len(order) > GRAPH_INLINE
+    kept = [(k, v) for k, v in (("run", run_id), ("before", before), ("runs", runs)) if v]
     return {
         "dag": row,
         "spec": spec,
         "layout": drawing.layout,
         "edges": drawing.edges,
-        "nodes": graph_nodes(drawing.layout, dag_id, selected, selected_states, mapped),
-        "grid_rows": grid_rows(dag_id, order, columns, mapped),
+        # A big DAG's graph comes after the page (``/ui/graph``): the page paints first.
+        "lazy_graph": lazy,
+        "nodes": Markup("")
+        if lazy
+        else graph_nodes(drawing.layout, dag_id, selected, selected_states, mapped),
+        "grid_rows": grid_rows(window.tasks, columns, cells),
+        "grid_cells": cells,
+        "grid_shape": grid_shape(columns, window, older, before),
+        "window": window,
+        # The page's other choices, kept by the grid's row links and search.
+        "grid_params": kept,
+        "grid_query": "".join(f"{k}={quoted(str(v))}&" for k, v in kept),
         "mapped": mapped,
         "order": order,
         "columns": columns,
@@ -251,4 +272,29 @@ async def task_view(
         # live try and runs the task again (the API answers 202, pending).
         "run_live": run.state is RunState.RUNNING,
         "terminal": TASK_TERMINAL,
+    }
+
+
+async def graph_view(ctx: ApiContext, dag_id: str, run_id: str | None) -> dict[str, Any]:
+    """A big DAG's graph alone (fetched after its page paints): the run's states."""
+    store = ctx.store
+    row = await dag_or_404(store, dag_id)
+    spec = spec_of(row)
+    if spec is None:
+        raise HTTPException(409, f"DAG {dag_id!r} has a stored spec this version cannot read")
+    drawing = drawing_of(row, spec)
+    if run_id:
+        selected: RunRow | None = await run_or_404(store, dag_id, run_id)
+    else:
+        latest = await store.list_runs(dag_id=dag_id, limit=1)
+        selected = latest[0] if latest else None
+    states = {}
+    if selected is not None:
+        states = (await store.task_states_of_runs([selected.pk])).get(selected.pk, {})
+    mapped = mapped_tasks(spec)
+    return {
+        "dag": row,
+        "layout": drawing.layout,
+        "edges": drawing.edges,
+        "nodes": graph_nodes(drawing.layout, dag_id, selected, states, mapped),
     }

@@ -376,12 +376,26 @@
     apply() {
       this.vp.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.scale})`);
     },
+    pending: null,
+    // nodes: the nodes whose state changed ({task: state}); mapped: their item counts.
     update(nodes, runId, mapped) {
+      if (!this.el) this.el = $("#graph");
       if (!this.el) return;
+      if (!this.svg) {  // a big DAG's graph still loading: applied once it is drawn
+        const p = this.pending || (this.pending = { nodes: {}, mapped: {}, run: null });
+        Object.assign(p.nodes, nodes); Object.assign(p.mapped, mapped || {});
+        p.run = runId || p.run;
+        return;
+      }
+      if (!this.links) {
+        this.links = {};
+        $$("a.node-link", this.svg).forEach((link) => { this.links[link.dataset.task] = link; });
+      }
       const dag = this.el.dataset.dag;
       const items = mapped || {};
-      $$("a.node-link", this.svg).forEach((link) => {
-        const task = link.dataset.task;
+      Object.keys(nodes).forEach((task) => {
+        const link = this.links[task];
+        if (!link) return;
         const state = nodes[task] || "none";
         const g = $("g.node", link);
         if (g.dataset.state !== state) {
@@ -403,7 +417,7 @@
 
   // ------------------------------------------------------------------- live
   const live = {
-    source: null, delay: 1000, timer: null, last: {},
+    source: null, delay: 1000, timer: null, last: {}, known: null,
     status(text, ok) {
       const el = $("#live");
       if (!el) return;
@@ -413,7 +427,13 @@
     start() {
       if (!$("[data-live]") && !$("#graph")) return;
       const path = location.pathname + location.search;
-      const source = new EventSource("/ui/events?path=" + encodeURIComponent(path));
+      // What this page holds (digests): the server sends only what differs from it.
+      if (this.known === null) {
+        const meta = $('meta[name="live-known"]');
+        try { this.known = meta ? JSON.parse(meta.getAttribute("content")) : {}; } catch (e) { this.known = {}; }
+      }
+      const source = new EventSource("/ui/events?path=" + encodeURIComponent(path) +
+        "&known=" + encodeURIComponent(JSON.stringify(this.known)));
       this.source = source;
       source.addEventListener("open", () => { this.delay = 1000; this.status("live", true); });
       source.addEventListener("hello", (e) => {
@@ -466,11 +486,44 @@
         const again = document.getElementById(focusId);
         if (again) again.focus();
       }
+      if (data.cells) this.patchCells(data.cells);
+      if (data.digests) this.known = data.digests;
       if (data.nodes) graph.update(data.nodes, data.run, data.mapped);
       if (data.log_live !== undefined) logs.liveChanged(data.log_live, data.latest_try);
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     },
   };
+
+  // The grid's squares that changed: [run, task, <td>…</td>], in place.
+  live.patchCells = function (cells) {
+    const table = $('[data-live="grid"] table.grid');
+    if (!table) return;
+    const cols = {}, rows = {};
+    $$("thead th.run-col", table).forEach((th, i) => { cols[th.dataset.run] = i + 1; });
+    $$("tbody tr", table).forEach((tr) => { rows[tr.cells[0].textContent] = tr; });
+    cells.forEach(([run, task, html]) => {
+      const tr = rows[task], i = cols[run];
+      if (tr && i !== undefined && tr.cells[i]) tr.cells[i].outerHTML = html;
+    });
+  };
+  // A big DAG's graph comes after the page has painted.
+  async function loadGraph() {
+    const el = $("#graph");
+    if (!el || !el.dataset.lazy) { graph.init(); return; }
+    try {
+      const response = await fetch(el.dataset.lazy, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(response.status + " " + response.statusText);
+      el.innerHTML = await response.text();
+      delete el.dataset.lazy;
+      graph.init();
+      const p = graph.pending;
+      graph.pending = null;
+      if (p) graph.update(p.nodes, p.run, p.mapped);
+    } catch (e) {
+      const note = $(".graph-loading", el);
+      if (note) note.textContent = "The graph could not be loaded (" + e.message + "); reload to try again.";
+    }
+  }
 
   // -------------------------------------------------------------------- logs
   const logs = {
@@ -564,7 +617,7 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     localTimes(document);
-    graph.init();
+    loadGraph();
     logs.init();
     live.start();
     window.addEventListener("resize", () => { if (graph.el) graph.fit(); });
