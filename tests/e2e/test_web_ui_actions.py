@@ -219,7 +219,7 @@ def test_a_thousand_task_page_is_light_and_its_live_updates_send_what_changed(
     expect(page.locator("#graph g.node")).to_have_count(1000, timeout=WAIT)
     # The grid shows a window of rows, the rest a click or a search away.
     assert page.locator("table.grid tbody tr").count() == 100
-    expect(page.locator("#grid-rows-said")).to_contain_text("tasks 1–100 of 1000")
+    expect(page.locator("#grid-rows-said")).to_contain_text("tasks 1\u2013100 of 1000")
 
     # Each update's bytes as the page's own stream receives them (one stream a session).
     page.evaluate(

@@ -16,6 +16,7 @@ from fastapi.responses import Response
 
 from leoflow.api.context import ApiContext
 from leoflow.api.ui import pages, session
+from leoflow.api.ui.live_delta import Sent, full_payload, parse_known
 from leoflow.api.ui.respond import (
     ctx_of,
     ended,
@@ -24,7 +25,6 @@ from leoflow.api.ui.respond import (
     sse,
     too_many_streams,
 )
-from leoflow.api.ui.live_delta import Sent, full_payload, parse_known
 
 log = logging.getLogger("leoflow.api.ui")
 
