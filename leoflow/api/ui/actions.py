@@ -84,6 +84,10 @@ def _need(value: str | None, name: str) -> str:
     return value
 
 
+def _task_of(b: _Action) -> tuple[str, str, str]:
+    return _need(b.dag_id, "dag_id"), _need(b.run_id, "run_id"), _need(b.task_id, "task_id")
+
+
 @router.post("/ui/login")
 async def login(request: Request) -> Response:
     ctx = ctx_of(request)
@@ -174,9 +178,7 @@ async def _cancel(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, 
 async def _clear(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:
     await unchanged(ctx, b)
     out = await tasks_api.clear_task_instance(
-        _need(b.dag_id, "dag_id"),
-        _need(b.run_id, "run_id"),
-        _need(b.task_id, "task_id"),
+        *_task_of(b),
         ctx,
         s.principal,
         Response(),
@@ -191,9 +193,7 @@ async def _mark(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, An
         raise HTTPException(422, f"state: expected 'success' or 'failed', got {b.state!r}")
     await unchanged(ctx, b)
     out = await marks_api.mark_task_instance(
-        _need(b.dag_id, "dag_id"),
-        _need(b.run_id, "run_id"),
-        _need(b.task_id, "task_id"),
+        *_task_of(b),
         ctx,
         s.principal,
         Response(),

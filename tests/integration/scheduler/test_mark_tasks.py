@@ -18,6 +18,7 @@ from leoflow.domain.states import RunState, TaskState
 from leoflow.scheduler.core import Scheduler
 from leoflow.store import Store
 from leoflow.store.clears import get_clear
+from leoflow.store.rows import RunRow
 from tests.integration.api.conftest import auth_header, make_auth, make_settings
 from tests.integration.scheduler.conftest import SchedulerFactory, dag
 from tests.support.waiting import until
@@ -63,6 +64,16 @@ async def _states(store: Store, pk: int) -> dict[str, tuple[TaskState, int]]:
     return {t.task_id: (t.state, t.try_number) for t in await store.list_task_instances(run_pk=pk)}
 
 
+async def _slow_running(scheduler: Scheduler, store: Store, run_id: str) -> RunRow:
+    row = await scheduler.trigger("slow", run_id=run_id)
+
+    async def running() -> bool:
+        return (await _states(store, row.pk))["slow"][0] is TaskState.RUNNING
+
+    await until(running, "slow to run")
+    return row
+
+
 async def _failed_run(scheduler: Scheduler, store: Store) -> int:
     row = await scheduler.trigger("marking", run_id="r1")
     assert await _ended(scheduler, row.pk) is RunState.FAILED
@@ -102,12 +113,7 @@ async def test_marking_a_running_task_failed_stops_it_and_trigger_rules_decide_b
     lite: tuple[Scheduler, httpx.AsyncClient, Path], store: Store
 ) -> None:
     scheduler, client, _ = lite
-    row = await scheduler.trigger("slow", run_id="s1")
-
-    async def running() -> bool:
-        return (await _states(store, row.pk))["slow"][0] is TaskState.RUNNING
-
-    await until(running, "slow to run")
+    row = await _slow_running(scheduler, store, "s1")
     r = await client.post(
         "/api/v1/dags/slow/runs/s1/tasks/slow/mark?state=failed", headers=auth_header("operator")
     )
@@ -127,12 +133,7 @@ async def test_marking_success_with_downstream_marks_below_without_running_them(
     lite: tuple[Scheduler, httpx.AsyncClient, Path], store: Store
 ) -> None:
     scheduler, client, _ = lite
-    row = await scheduler.trigger("slow", run_id="s2")
-
-    async def running() -> bool:
-        return (await _states(store, row.pk))["slow"][0] is TaskState.RUNNING
-
-    await until(running, "slow to run")
+    row = await _slow_running(scheduler, store, "s2")
     r = await client.post(
         "/api/v1/dags/slow/runs/s2/tasks/slow/mark?state=success&downstream=true",
         headers=auth_header("operator"),
@@ -191,12 +192,7 @@ async def test_clear_failed_of_a_running_run_is_applied_by_the_scheduler(
     lite: tuple[Scheduler, httpx.AsyncClient, Path], store: Store
 ) -> None:
     scheduler, client, _ = lite
-    row = await scheduler.trigger("slow", run_id="s3")
-
-    async def running() -> bool:
-        return (await _states(store, row.pk))["slow"][0] is TaskState.RUNNING
-
-    await until(running, "slow to run")
+    row = await _slow_running(scheduler, store, "s3")
     none = await client.post(
         "/api/v1/dags/slow/runs/s3/clear_failed", headers=auth_header("operator")
     )
