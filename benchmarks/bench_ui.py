@@ -16,6 +16,14 @@ Log search (issue 31): one wide task instance gets a 16 MiB log (262,144 numbere
 lines); ``log_search_16mib`` times ``/ui/log/search`` for its first line, its last
 line and a word on no line (the whole log read), and ``log_page_at_line`` a page
 around a line near the end. They are reported apart, not in ``worst_p95_ms``.
+    .venv/bin/python benchmarks/bench_ui.py --thousand [--seconds 15]
+
+The 1,000-task DAG page instead (issue 31), no PostgreSQL: a real ``leoflow lite`` with
+a DAG of 1,000 tasks (ten layers of 100, each task waiting for a gate file), one run
+of it going, and Debian's Chromium: the page's HTML bytes, its first contentful paint
+(median of 5 loads), and, once the gate opens and the tasks run, the bytes of each
+live update the page receives for ``--seconds``. Targets: HTML < 300 KB, first
+paint < 500 ms.
 """
 
 from __future__ import annotations
@@ -158,13 +166,134 @@ async def bench(url: str, runs: int, samples: int, rounds: int) -> dict[str, Any
     return out
 
 
+THOUSAND_HTML_BOUND = 300 * 1024
+THOUSAND_PAINT_MS = 500
+DOM_LOADED = "() => performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+# The page's first contentful paint, from the browser's own paint timing (buffered:
+# the entry may come after the load event).
+FIRST_PAINT = """() => new Promise((resolve) => {
+  new PerformanceObserver((list) => {
+    const e = list.getEntriesByName('first-contentful-paint')[0];
+    if (e) resolve(e.startTime);
+  }).observe({ type: 'paint', buffered: true });
+})"""
+
+
+def _thousand_dag(gate: Path) -> str:
+    # Waiting tasks poll the gate once a second: they must not load the machine measured.
+    wait = f"while [ ! -f {gate} ]; do sleep 1; done"
+    lines = ["dag_id: big", "max_active_tasks: 32", "tasks:"]
+    for i in range(1000):
+        dep = f", depends_on: [t{i - 100:04d}]" if i >= 100 else ""
+        lines.append(f"  t{i:04d}: {{command: '{wait}'{dep}}}")
+    return "\n".join(lines) + "\n"
+
+
+def thousand(seconds: float) -> dict[str, Any]:
+    """The 1,000-task DAG page in Chromium against a real ``leoflow lite``."""
+    import shutil
+    import subprocess
+    import urllib.request
+
+    from playwright.sync_api import sync_playwright
+
+    from leoflow.api import owner_token
+    from tests.support.net import free_port
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "dags").mkdir()
+        (root / "home").mkdir()
+        gate = root / "gate"
+        (root / "dags" / "big.yaml").write_text(_thousand_dag(gate))
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEOFLOW_")}
+        env.update(LEOFLOW_HOME=str(root / "home"), LEOFLOW_API_LISTEN=f"127.0.0.1:{port}")
+        leoflow = str(Path(sys.executable).parent / "leoflow")
+        with open(root / "lite.out", "w") as out:
+            proc = subprocess.Popen(
+                [leoflow, "lite", "--dags", str(root / "dags")],
+                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+            )  # fmt: skip
+        try:
+            for _ in range(600):
+                try:
+                    urllib.request.urlopen(base + "/healthz", timeout=2).read()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            token = owner_token.token_for(root / "home", base)
+            auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            for path in ("/api/v1/dags/big/unpause", "/api/v1/dags/big/runs"):
+                request = urllib.request.Request(base + path, data=b"{}", headers=auth)
+                urllib.request.urlopen(request, timeout=30).read()
+            chromium = shutil.which("chromium")
+            with sync_playwright() as p:
+                browser = p.chromium.launch(
+                    executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
+                )
+                context = browser.new_context(viewport={"width": 1440, "height": 900})
+                login = context.request.post(
+                    base + "/ui/login", data=json.dumps({"token": token}),
+                    headers={"Content-Type": "application/json", "Origin": base},
+                )  # fmt: skip
+                assert login.status == 200, login.text()
+                html = context.request.get(base + "/dags/big").body()
+                page = context.new_page()
+                paints, loads = [], []
+                for _ in range(5):
+                    page.goto(base + "/dags/big", wait_until="load")
+                    paints.append(page.evaluate(FIRST_PAINT))
+                    loads.append(page.evaluate(DOM_LOADED))
+                page.wait_for_selector("#graph g.node")
+                graph_ms = page.evaluate("() => performance.now()")
+                page.evaluate(
+                    """() => { window.__sizes = [];
+                    window.leoflowUi.live.source.addEventListener('update',
+                      (e) => window.__sizes.push(new TextEncoder().encode(e.data).length)); }"""
+                )
+                gate.touch()
+                time.sleep(seconds)
+                sizes: list[int] = page.evaluate("() => window.__sizes")
+                browser.close()
+        except Exception:
+            print((root / "lite.out").read_text()[-3000:], file=sys.stderr)
+            raise
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
+    return {
+        "html_bytes": len(html),
+        "html_bound_bytes": THOUSAND_HTML_BOUND,
+        "first_contentful_paint_ms_median": round(statistics.median(paints), 1),
+        "first_contentful_paint_ms": [round(x, 1) for x in paints],
+        "dom_content_loaded_ms_median": round(statistics.median(loads), 1),
+        "graph_drawn_after_ms": round(graph_ms, 1),
+        "paint_target_ms": THOUSAND_PAINT_MS,
+        "live_seconds": seconds,
+        "live_updates": len(sizes),
+        "live_bytes_total": sum(sizes),
+        "live_bytes_per_update_mean": round(sum(sizes) / len(sizes), 1) if sizes else 0,
+        "live_bytes_per_update_max": max(sizes, default=0),
+        "meets_target": len(html) < THOUSAND_HTML_BOUND
+        and statistics.median(paints) < THOUSAND_PAINT_MS,
+    }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--postgres-url", default=os.environ.get("LEOFLOW_TEST_DATABASE_URL"))
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=1, help="report the median p95 of N")
+    parser.add_argument("--thousand", action="store_true", help="the 1,000-task DAG page")
+    parser.add_argument("--seconds", type=float, default=15.0, help="live updates measured")
     args = parser.parse_args()
+    if args.thousand:
+        out = await asyncio.to_thread(thousand, args.seconds)
+        print(json.dumps({"ui_thousand_tasks": out}, indent=2))
+        return
 
     async with fresh_database("leoflow_bench_ui", args.postgres_url) as url:
         out = await bench(url, args.runs, args.samples, args.rounds)

@@ -14,7 +14,18 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from leoflow.api import backfills, dags, health, log_search, logs, pools, runs, tasks, tries
+from leoflow.api import (
+    backfills,
+    dags,
+    health,
+    log_search,
+    logs,
+    marks,
+    pools,
+    runs,
+    tasks,
+    tries,
+)
 from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
@@ -54,7 +65,7 @@ def create_app(
         log_poll_interval=log_poll_interval,
         streams=LiveStreams.of(settings),
     )
-    for module in (health, dags, runs, tasks, tries, logs, log_search, pools, backfills):
+    for module in (health, dags, runs, tasks, marks, tries, logs, log_search, pools, backfills):
         app.include_router(module.router)
     app.include_router(web_ui.router)  # the web UI at /, its assets and calls under /ui
 

@@ -16,6 +16,7 @@ from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, run_or_404, spec_of
 from leoflow.api.schemas import ErrorOut, RunOut, RunPage, TriggerIn, run_out
 from leoflow.domain.dbt_run_select import RunSelectionError, run_tasks
+from leoflow.domain.params import ParamError, resolve_conf
 from leoflow.domain.states import RUN_TERMINAL, RunState
 from leoflow.store.errors import RunExists
 from leoflow.store.rows import TaskSeed
@@ -127,7 +128,9 @@ async def list_dag_runs(
     "allows. A paused or inactive DAG is refused with 409 (unpause it first). "
     "conf.dbt_select / conf.dbt_exclude (dbt selectors) make a run of the matching dbt "
     "tasks and every other task; a selector Leoflow cannot evaluate, or one matching no "
-    "dbt task, is refused with 400 and no run is made.",
+    "dbt task, is refused with 400 and no run is made. The DAG's params type the conf: a "
+    "missing param takes its default, and a missing required one or a value of the wrong "
+    "type is refused with 422 naming the field (conf.<name>).",
 )
 async def trigger_run(
     dag_id: str, ctx: Ctx, who: Operator, body: TriggerIn | None = None
@@ -152,7 +155,11 @@ async def trigger_run(
     if spec is None:
         raise HTTPException(409, f"DAG {dag_id!r} has a stored spec this version cannot read")
     try:
-        keep = run_tasks(spec, body.conf)  # a dbt selection in conf: part of the DAG
+        conf = resolve_conf(spec.params, body.conf)
+    except ParamError as exc:
+        raise HTTPException(422, str(exc)) from None
+    try:
+        keep = run_tasks(spec, conf)  # a dbt selection in conf: part of the DAG
     except RunSelectionError as exc:
         raise HTTPException(400, str(exc)) from exc
     seeds = [
@@ -166,7 +173,7 @@ async def trigger_run(
             body.run_id or None,  # None: the store makes one up
             run_type="manual",
             logical_date=None,
-            conf=body.conf,
+            conf=conf,
             tasks=seeds,
             epoch=None,
         )

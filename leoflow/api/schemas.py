@@ -316,6 +316,20 @@ class ClearResult(_Out):
     request_id: int | None = Field(default=None, description="the clear request (pending only)")
 
 
+class MarkResult(_Out):
+    marked: list[str] = Field(
+        description="the tasks marked (finished run), or that the request will mark"
+    )
+    reopened: list[str] = Field(
+        description="tasks below the mark a trigger rule had decided without running them "
+        "(upstream_failed, skipped): back to none, for the scheduler to decide again"
+    )
+    state: Literal["success", "failed"]
+    run: RunOut
+    pending: bool = Field(default=False, description="true (202): the scheduler applies it")
+    request_id: int | None = Field(default=None, description="the request (pending only)")
+
+
 class Blocker(_Out):
     reason: str
     message: str

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from leoflow.domain.marking import walk
 from leoflow.domain.reasons import EndReason
 
 
@@ -21,15 +22,7 @@ def clear_closure(
     task_id: str, downstream: Mapping[str, Sequence[str]], *, with_downstream: bool
 ) -> list[str]:
     """``task_id`` and, with ``with_downstream``, every task below it; sorted."""
-    seen = {task_id}
-    if with_downstream:
-        stack = [task_id]
-        while stack:
-            for child in downstream.get(stack.pop(), ()):
-                if child not in seen:
-                    seen.add(child)
-                    stack.append(child)
-    return sorted(seen)
+    return sorted({task_id} | (walk(task_id, downstream) if with_downstream else set()))
 
 
 def cleared_fields(

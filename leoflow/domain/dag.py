@@ -24,6 +24,7 @@ from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
 from leoflow.domain.mapping import DEFAULT_MAX_MAP_ITEMS, MAX_MAP_ITEMS, MapOver
 from leoflow.domain.notify import NotifyRule
+from leoflow.domain.params import PARAM_NAME_PATTERN, Param
 from leoflow.domain.timebounds import INT32_MAX, MAX_DURATION_SECONDS, OutOfRange, check_moment
 from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
 from leoflow.domain.warm_pods import KubernetesSection
@@ -262,6 +263,10 @@ class DagSpec(_Strict):
     notify: tuple[NotifyRule, ...] = ()
     tasks: dict[str, TaskSpec]
     pools: dict[PoolName, PoolDeclaration] = Field(default_factory=dict)
+    # The run conf a trigger takes, typed (leoflow/domain/params.py); the UI's form.
+    params: dict[Annotated[str, Field(pattern=PARAM_NAME_PATTERN)], Param] = Field(
+        default_factory=dict, max_length=100
+    )
     # Kept as written: the tasks it became are in ``tasks`` already (leoflow/domain/dbt.py).
     dbt: DbtSpec | None = None
     # Kubernetes-only behaviour of the whole DAG (warm pods: leoflow/domain/warm_pods.py).

@@ -35,6 +35,8 @@ class EndReason(StrEnum):
     OUTPUT_INVALID = "output_invalid"
     # A mapped task's list could not be had (no such conf key, not a list, too many items).
     MAP_FAILED = "map_failed"
+    # Set success or failed by a user (the UI's or API's mark), not by a try's end.
+    MARKED = "marked"
 
 
 class WaitNote(StrEnum):

@@ -48,20 +48,23 @@ TASK_UNFINISHED = frozenset(
 _T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     # A cancelled run fails what has not started; a failed upstream marks the rest.
-    _T.NONE: frozenset({_T.SCHEDULED, _T.UPSTREAM_FAILED, _T.SKIPPED, _T.FAILED}),
-    _T.SCHEDULED: frozenset({_T.QUEUED, _T.UPSTREAM_FAILED, _T.SKIPPED, _T.FAILED, _T.NONE}),
+    # -> success/failed from any state: marked by hand (leoflow/domain/marking.py).
+    _T.NONE: frozenset({_T.SCHEDULED, _T.UPSTREAM_FAILED, _T.SKIPPED, _T.FAILED, _T.SUCCESS}),
+    _T.SCHEDULED: frozenset(
+        {_T.QUEUED, _T.UPSTREAM_FAILED, _T.SKIPPED, _T.FAILED, _T.NONE, _T.SUCCESS}
+    ),
     # queued -> up_for_retry/failed: the launch failed or the pod never started.
     # -> none: cleared while live or waiting for a retry (the scheduler stops the try).
     _T.QUEUED: frozenset(
         {_T.RUNNING, _T.SUCCESS, _T.FAILED, _T.UP_FOR_RETRY, _T.SCHEDULED, _T.NONE}
     ),
     _T.RUNNING: frozenset({_T.SUCCESS, _T.FAILED, _T.UP_FOR_RETRY, _T.NONE}),
-    _T.UP_FOR_RETRY: frozenset({_T.SCHEDULED, _T.FAILED, _T.UPSTREAM_FAILED, _T.NONE}),
-    # Clearing a finished task instance re-runs it.
-    _T.SUCCESS: frozenset({_T.NONE}),
-    _T.FAILED: frozenset({_T.NONE}),
-    _T.UPSTREAM_FAILED: frozenset({_T.NONE}),
-    _T.SKIPPED: frozenset({_T.NONE}),
+    _T.UP_FOR_RETRY: frozenset({_T.SCHEDULED, _T.FAILED, _T.UPSTREAM_FAILED, _T.NONE, _T.SUCCESS}),
+    # Clearing a finished task instance re-runs it; marking sets it by hand.
+    _T.SUCCESS: frozenset({_T.NONE, _T.FAILED}),
+    _T.FAILED: frozenset({_T.NONE, _T.SUCCESS}),
+    _T.UPSTREAM_FAILED: frozenset({_T.NONE, _T.SUCCESS, _T.FAILED}),
+    _T.SKIPPED: frozenset({_T.NONE, _T.SUCCESS, _T.FAILED}),
 }
 
 _R = RunState

@@ -1,4 +1,6 @@
 """Applying clear requests: the API records them, the leading scheduler carries them out.
+A request may also mark tasks success or failed, or clear a run's failed tasks
+(``action``; which tasks: ``leoflow/domain/marking.py``).
 
 Run at the start of a tick, while the book still equals what is committed. Each
 cleared task instance goes back to ``none`` through the book (so mirror and store
@@ -17,8 +19,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from leoflow.domain.clearing import clear_closure, cleared_fields
+from leoflow.domain.clearing import cleared_fields
+from leoflow.domain.dag import DagSpec
 from leoflow.domain.mapping import with_items
+from leoflow.domain.marking import MARKS, marked_fields, plan, reopened_fields
 from leoflow.domain.states import RUN_TERMINAL, RunState, TaskState
 from leoflow.scheduler import metrics
 from leoflow.scheduler.batch import Batch
@@ -33,6 +37,7 @@ from leoflow.store.clears import (
     pending_clears,
     settle_clear,
 )
+from leoflow.store.marks import mark_finished_run
 
 log = logging.getLogger("leoflow.scheduler")
 
@@ -72,20 +77,44 @@ class ClearDesk:
             self.store, request.pk, outcome, self._clock(), attempts=attempts, epoch=self.epoch
         )
 
+    def _plan(
+        self, request: ClearRequest, spec: DagSpec, states: dict[str, tuple[TaskState, int]]
+    ) -> tuple[list[str], list[str]]:
+        known = request.task_id in spec.tasks
+        return plan(
+            request.action,
+            request.task_id,
+            spec.downstream() if known else {},
+            {t: s.depends_on for t, s in spec.tasks.items()},
+            states,
+            with_downstream=request.downstream,
+            with_upstream=request.upstream,
+        )
+
     async def _apply_live(self, request: ClearRequest, run: RunMirror) -> None:
         if run.state is RunState.QUEUED:
-            await self._settle(request, "nothing cleared: the run had not started")
+            await self._settle(request, "nothing changed: the run had not started")
             return
+        mark = MARKS.get(request.action)
+        verb = "cleared" if mark is None else f"marked {mark.value}"
         for attempt in range(1, _ATTEMPTS + 1):
             run = self.book.runs.get(request.run_pk) or run
-            names = clear_closure(
-                request.task_id, run.spec.downstream(), with_downstream=request.downstream
-            )
+            states = {t: (ti.state, ti.try_number) for t, ti in run.tasks.items()}
+            names, reopen = self._plan(request, run.spec, states)
             batch = Batch()
             for name in names:
                 ti = run.tasks.get(name)
-                if ti is not None and ti.state is not TaskState.NONE:
+                if ti is None:
+                    continue
+                if mark is None and ti.state is not TaskState.NONE:
                     self._reset(run, ti, request.requested_by, batch)
+                elif mark is not None and ti.state is not mark:
+                    self._mark(ti, mark, request.requested_by, batch)
+            for name in reopen:
+                if (ti := run.tasks.get(name)) is not None:
+                    self.book.move(
+                        ti, TaskState.NONE, batch, **reopened_fields(request.requested_by)
+                    )
             results = await self.store.transition_tasks(batch.changes, epoch=self.epoch)
             written = {c.ti_pk for c, ok in zip(batch.changes, results, strict=True) if ok}
             # A try whose write went through is stopped, whatever became of the others.
@@ -93,8 +122,9 @@ class ClearDesk:
                 if ti_pk in written:
                     self._cancel(ti_pk, try_number, why)
             if all(results):
-                cleared = ", ".join(names)
-                await self._settle(request, f"cleared: {cleared}", attempt)
+                done = ", ".join(names) or "no task"
+                again = f"; decided again: {', '.join(reopen)}" if reopen else ""
+                await self._settle(request, f"{verb}: {done}{again}", attempt)
                 return
             log.warning("clear of %s lost a race (attempt %d); reloading", request.task_id, attempt)
             await self._reload_run(run.pk)
@@ -103,11 +133,9 @@ class ClearDesk:
                 return
         await self._settle(request, "given up: the run kept changing under it", _ATTEMPTS)
 
-    def _reset(self, run: RunMirror, ti: TaskMirror, by: str, batch: Batch) -> None:
-        spec = run.spec.tasks.get(ti.task_id)
-        tries = spec.max_tries if spec is not None else 1
+    def _stop_live(self, ti: TaskMirror, message: str, batch: Batch) -> bool:
+        """Stop a queued or running try (after the write) and give back its slot."""
         live = ti.state in LIVE
-        message = f"cleared by {by}" + (f" (try {ti.try_number} stopped)" if live else "")
         if live:
             batch.cancels.append((ti.pk, ti.try_number, message))
             self.book.release(ti.pk)
@@ -115,6 +143,19 @@ class ClearDesk:
                 metrics.RUNNING.dec()
         elif ti.state is TaskState.SCHEDULED:
             self.book.withdraw(ti.pk)
+        return live
+
+    def _mark(self, ti: TaskMirror, state: TaskState, by: str, batch: Batch) -> None:
+        live = self._stop_live(ti, f"marked {state.value} by {by}", batch)
+        self.book.move(ti, state, batch, **marked_fields(state, by, self._clock(), stopped=live))
+
+    def _reset(self, run: RunMirror, ti: TaskMirror, by: str, batch: Batch) -> None:
+        spec = run.spec.tasks.get(ti.task_id)
+        tries = spec.max_tries if spec is not None else 1
+        message = f"cleared by {by}" + (
+            f" (try {ti.try_number} stopped)" if ti.state in LIVE else ""
+        )
+        live = self._stop_live(ti, message, batch)
         fields = cleared_fields(ti.try_number, tries, message, stopped=live)
         self.book.move(ti, TaskState.NONE, batch, **fields)
 
@@ -133,20 +174,26 @@ class ClearDesk:
         dag_spec = self.book.dags.get(row.dag_id)
         # The run's own graph: a mapped task's items are its tasks (and their retries).
         spec = with_items(dag_spec, tis) if dag_spec is not None else None
-        below = spec.downstream() if spec is not None and request.task_id in spec.tasks else {}
-        names = clear_closure(request.task_id, below, with_downstream=request.downstream)
+        states = {ti.task_id: (ti.state, ti.try_number) for ti in tis}
+        names, reopen = self._plan(request, spec, states) if spec is not None else ([], [])
+        if spec is None and request.action == "clear":
+            names = [request.task_id]
+        mark = MARKS.get(request.action)
         try:
-            cleared = await clear_finished_run(
-                self.store,
-                row,
-                tis,
-                spec,
-                names,
-                target=request.task_id,
-                by=request.requested_by,
-                epoch=self.epoch,
-            )
+            if not names:
+                raise ClearLost("no task to change")
+            if mark is None:
+                done = await clear_finished_run(
+                    self.store, row, tis, spec, names, target=names[0],
+                    by=request.requested_by, epoch=self.epoch,
+                )  # fmt: skip
+            else:
+                done = await mark_finished_run(
+                    self.store, row, tis, names, reopen, state=mark, target=request.task_id,
+                    by=request.requested_by, at=self._clock(), epoch=self.epoch,
+                )  # fmt: skip
         except ClearLost as exc:
-            await self._settle(request, f"nothing cleared: {exc}", attempts)
+            await self._settle(request, f"nothing changed: {exc}", attempts)
             return
-        await self._settle(request, f"cleared: {', '.join(cleared)}", attempts)
+        verb = "cleared" if mark is None else f"marked {mark.value}"
+        await self._settle(request, f"{verb}: {', '.join(done)}", attempts)

@@ -40,6 +40,9 @@ class ClearRequest:
     attempts: int
     applied_at: float | None
     outcome: str | None
+    # ``clear``, ``clear_failed`` or a mark (``success``, ``failed``: domain/marking.py).
+    action: str = "clear"
+    upstream: bool = False
 
 
 def _row(r: sa.Row[tuple[object, ...]]) -> ClearRequest:
@@ -54,13 +57,23 @@ def _row(r: sa.Row[tuple[object, ...]]) -> ClearRequest:
         attempts=int(m["attempts"]),
         applied_at=None if m["applied_at"] is None else float(m["applied_at"]),
         outcome=None if m["outcome"] is None else str(m["outcome"]),
+        action=str(m["action"]),
+        upstream=bool(m["upstream"]),
     )
 
 
 async def request_clear(
-    store: Store, run_pk: int, task_id: str, *, downstream: bool, by: str, at: float
+    store: Store,
+    run_pk: int,
+    task_id: str,
+    *,
+    downstream: bool,
+    by: str,
+    at: float,
+    action: str = "clear",
+    upstream: bool = False,
 ) -> ClearRequest:
-    """Record a clear for the scheduler to apply (the API's side)."""
+    """Record a clear (or a mark) for the scheduler to apply (the API's side)."""
 
     def op(conn: Connection) -> ClearRequest:
         pk = conn.execute(
@@ -72,10 +85,14 @@ async def request_clear(
                 requested_by=by,
                 requested_at=at,
                 attempts=0,
+                action=action,
+                upstream=upstream,
             )
             .returning(_req.pk)
         ).scalar_one()
-        return ClearRequest(int(pk), run_pk, task_id, downstream, by, at, 0, None, None)
+        return ClearRequest(
+            int(pk), run_pk, task_id, downstream, by, at, 0, None, None, action, upstream
+        )
 
     return await store._write(op, None)
 
@@ -138,22 +155,47 @@ async def clear_finished_run(
         changes.append(
             TaskChange(ti.pk, ti.state, TaskState.NONE, expected_try=ti.try_number, fields=fields)
         )
+    return await write_and_restart(
+        store,
+        run,
+        changes,
+        [ti.task_id for ti in chosen],
+        target=target,
+        what=f"cleared by {by}",
+        epoch=epoch,
+    )
+
+
+async def write_and_restart(
+    store: Store,
+    run: RunRow,
+    changes: Sequence[TaskChange],
+    names: Sequence[str],
+    *,
+    target: str,
+    what: str,
+    epoch: int | None,
+) -> list[str]:
+    """Write a finished run's task changes (``names``: their tasks), then set the run
+    running for the scheduler to carry on and end it again by its tasks' states.
+
+    Raises ClearLost if the first change (``target``'s) lost its race, or the run changed."""
     # Task instances first, then the run: a scheduler never sees a running run whose
     # tasks are all still finished (it would finish the run again at once).
     results = await store.transition_tasks(changes, epoch=epoch)
     if not results or not results[0]:
-        raise ClearLost(f"task {target!r} changed meanwhile; nothing was cleared")
-    cleared = [ti.task_id for ti, ok in zip(chosen, results, strict=True) if ok]
+        raise ClearLost(f"task {target!r} changed meanwhile; nothing was changed")
+    done = [name for name, ok in zip(names, results, strict=True) if ok]
     if not await store.transition_run(
         run.pk,
         run.state,
         RunState.RUNNING,
         epoch=epoch,
         ended_at=None,
-        message=f"tasks cleared by {by}: {', '.join(cleared)}",
+        message=f"tasks {what}: {', '.join(done)}",
     ):
         current = await store.get_run(run.pk)
         if current is None or current.state is not RunState.RUNNING:
             state = current.state.value if current is not None else "gone"
-            raise ClearLost(f"run {run.run_id!r} changed meanwhile ({state})")
-    return cleared
+            raise ClearLost(f"run {run.run_id!r} changed meanwhile (now {state})")
+    return done

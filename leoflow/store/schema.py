@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009_mark_requests"
 VERSION_TABLE = "alembic_version"
 
 # SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.
@@ -243,6 +243,10 @@ clear_requests = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("applied_at", Time, nullable=True),
     sa.Column("outcome", sa.Text, nullable=True),
+    # Migration 0009_mark_requests: what the request does (``clear``, ``success``,
+    # ``failed``, ``clear_failed``) and whether a mark reaches the task's ancestors.
+    sa.Column("action", sa.Text, nullable=False, server_default="clear"),
+    sa.Column("upstream", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("ix_clear_requests_applied_at", "applied_at"),
     sqlite_autoincrement=True,
 )

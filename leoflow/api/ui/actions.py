@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from leoflow.api import backfills as backfills_api
 from leoflow.api import dags as dags_api
+from leoflow.api import marks as marks_api
 from leoflow.api import pools as pools_api
 from leoflow.api import runs as runs_api
 from leoflow.api import tasks as tasks_api
@@ -25,6 +26,7 @@ from leoflow.api.context import ApiContext
 from leoflow.api.schemas import RUN_ID_PATTERN, PoolIn, PoolPatch, TriggerIn
 from leoflow.api.ui import session
 from leoflow.api.ui.respond import ctx_of, finish
+from leoflow.api.ui.seen import unchanged
 
 router = APIRouter(include_in_schema=False)
 
@@ -38,6 +40,12 @@ class _Action(BaseModel):
     run_id: str | None = Field(None, max_length=250)
     task_id: str | None = Field(None, max_length=200)
     downstream: bool = False
+    upstream: bool = False
+    state: str | None = Field(None, max_length=20)
+    # What the page showed when the button was pressed (run state; task "state:try"):
+    # an action on a run or task that changed since says so instead of acting.
+    seen_run: str | None = Field(None, max_length=40)
+    seen_task: str | None = Field(None, max_length=60)
     conf: Any = None
     new_run_id: str | None = Field(None, pattern=RUN_ID_PATTERN)
     name: str | None = Field(None, max_length=200)
@@ -74,6 +82,10 @@ def _need(value: str | None, name: str) -> str:
     if not value:
         raise HTTPException(422, f"{name}: required")
     return value
+
+
+def _task_of(b: _Action) -> tuple[str, str, str]:
+    return _need(b.dag_id, "dag_id"), _need(b.run_id, "run_id"), _need(b.task_id, "task_id")
 
 
 @router.post("/ui/login")
@@ -156,6 +168,7 @@ async def _trigger(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str,
 
 
 async def _cancel(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:
+    await unchanged(ctx, b)
     out = await runs_api.cancel_run(
         _need(b.dag_id, "dag_id"), _need(b.run_id, "run_id"), ctx, s.principal
     )
@@ -163,16 +176,39 @@ async def _cancel(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, 
 
 
 async def _clear(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:
+    await unchanged(ctx, b)
     out = await tasks_api.clear_task_instance(
-        _need(b.dag_id, "dag_id"),
-        _need(b.run_id, "run_id"),
-        _need(b.task_id, "task_id"),
+        *_task_of(b),
         ctx,
         s.principal,
         Response(),
         downstream=b.downstream,
     )
     # pending: a running run's clear, which the scheduler applies on its next poll.
+    return {"cleared": out.cleared, **({"pending": True} if out.pending else {})}
+
+
+async def _mark(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:
+    if b.state not in ("success", "failed"):
+        raise HTTPException(422, f"state: expected 'success' or 'failed', got {b.state!r}")
+    await unchanged(ctx, b)
+    out = await marks_api.mark_task_instance(
+        *_task_of(b),
+        ctx,
+        s.principal,
+        Response(),
+        state="success" if b.state == "success" else "failed",
+        downstream=b.downstream,
+        upstream=b.upstream,
+    )
+    return out.model_dump(include={"marked", "reopened", "state", "pending"})
+
+
+async def _clear_failed(ctx: ApiContext, s: session.Session, b: _Action) -> dict[str, Any]:
+    await unchanged(ctx, b)
+    out = await marks_api.clear_failed_tasks(
+        _need(b.dag_id, "dag_id"), _need(b.run_id, "run_id"), ctx, s.principal, Response()
+    )
     return {"cleared": out.cleared, **({"pending": True} if out.pending else {})}
 
 
@@ -228,6 +264,8 @@ _ACTIONS = {
     "trigger": _trigger,
     "cancel": _cancel,
     "clear": _clear,
+    "mark": _mark,
+    "clear_failed": _clear_failed,
     "backfill_create": _backfill_create,
     "backfill_cancel": _backfill_cancel,
     "pool_create": _pool_create,

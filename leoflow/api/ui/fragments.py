@@ -129,36 +129,50 @@ class GridColumn:
     cancelled: frozenset[str] = frozenset()
 
 
-def grid_rows(
+Cell = tuple[str, str]  # (task, run id): one square of the grid
+
+
+def grid_cells(
     dag_id: str,
     order: Sequence[str],
     columns: Sequence[GridColumn],
     mapped: Collection[str] = (),
-) -> Markup:
-    """A row per task, a square per (task, run): its state as colour, icon and words;
-    a mapped task's square shows its items' worst state and counts them."""
+) -> dict[Cell, str]:
+    """A square per (task, run) of ``order``: its state as colour, icon and words; a
+    mapped task's square shows its items' worst state and counts them. The live
+    updates send the squares that changed, not the grid."""
     prefixes = [(f"{dag_url(dag_id)}/runs/{quoted(c.run.run_id)}/tasks/", c) for c in columns]
     # Escaped once per task and per run, not per square; a quoted URL has no
     # character HTML would need escaped.
     runs = [escape(c.run.run_id) for c in columns]
     folded = [fold_items(c.states, mapped) if mapped else {} for c in columns]
-    rows = []
+    out: dict[Cell, str] = {}
     for t in order:
         task, link = escape(t), quoted(t)
-        cells = []
         for (prefix, c), run, items in zip(prefixes, runs, folded, strict=True):
             state = c.states.get(t)
             summary = items.get(t) if state is None else None
             if summary is not None:
                 words = escape(summary.words())
                 href = items_url(dag_id, c.run.run_id, t)
-                cells.append(_square(summary.worst.value, href, f"{task} in {run}: {words}"))
+                cell = _square(summary.worst.value, href, f"{task} in {run}: {words}")
             elif state is None:
-                cells.append('<td><span class="sq s-none" title="not in this run">·</span></td>')
+                cell = '<td><span class="sq s-none" title="not in this run">·</span></td>'
             else:
                 st = CANCELLED if t in c.cancelled else state.value
-                cells.append(_square(st, f"{prefix}{link}", f"{task} in {run}: {st}"))
-        rows.append(f'<tr><th scope="row" class="task-col">{task}</th>{"".join(cells)}</tr>')
+                cell = _square(st, f"{prefix}{link}", f"{task} in {run}: {st}")
+            out[(t, c.run.run_id)] = cell
+    return out
+
+
+def grid_rows(
+    order: Sequence[str], columns: Sequence[GridColumn], cells: Mapping[Cell, str]
+) -> Markup:
+    """A row per task of ``order``, its squares from ``grid_cells``."""
+    rows = []
+    for t in order:
+        squares = "".join(cells[(t, c.run.run_id)] for c in columns)
+        rows.append(f'<tr><th scope="row" class="task-col">{escape(t)}</th>{squares}</tr>')
     return Markup("\n".join(rows))
 
 

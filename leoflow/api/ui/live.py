@@ -6,8 +6,6 @@ bounded (``leoflow/api/live_streams.py``): a session's oldest gives way to its n
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -18,6 +16,7 @@ from fastapi.responses import Response
 
 from leoflow.api.context import ApiContext
 from leoflow.api.ui import pages, session
+from leoflow.api.ui.live_delta import Sent, full_payload, parse_known
 from leoflow.api.ui.respond import (
     ctx_of,
     ended,
@@ -26,8 +25,6 @@ from leoflow.api.ui.respond import (
     sse,
     too_many_streams,
 )
-from leoflow.domain.cancelled import CANCELLED
-from leoflow.domain.mapped_states import fold_items, with_items_folded
 
 log = logging.getLogger("leoflow.api.ui")
 
@@ -39,27 +36,17 @@ KEEPALIVE = 15.0
 async def _live_payload(
     ctx: ApiContext, s: session.Session, page: pages.Page, args: list[str], query: dict[str, str]
 ) -> dict[str, Any]:
-    context = await page_context(ctx, s, page, args, query)
-    payload: dict[str, Any] = {"regions": pages.render_regions(page, context)}
-    if page.name == "dag":
-        states, mapped = context["selected_states"], context["mapped"]
-        gone = context["selected_cancelled"]  # failed by a cancel: shown as cancelled
-        payload["nodes"] = {
-            t: CANCELLED if t in gone else st.value
-            for t, st in with_items_folded(states, mapped).items()
-        }
-        payload["mapped"] = {t: items.words() for t, items in fold_items(states, mapped).items()}
-        selected = context["selected"]
-        payload["run"] = None if selected is None else selected.run_id
-    if page.name == "task":
-        payload["log_live"] = context["log_live"]
-        payload["latest_try"] = context["ti"].try_number
-    return payload
+    return full_payload(page, await page_context(ctx, s, page, args, query))
 
 
 @router.get("/ui/events")
-async def events(request: Request, path: Annotated[str, Query(max_length=2000)] = "/") -> Response:
-    """Server-sent events for the page at ``path``: its regions whenever they change."""
+async def events(
+    request: Request,
+    path: Annotated[str, Query(max_length=2000)] = "/",
+    known: Annotated[str, Query(max_length=2000)] = "",
+) -> Response:
+    """Server-sent events for the page at ``path``: what changed, whenever it does.
+    ``known``: the digests of what the browser holds (``live_delta``)."""
     ctx = ctx_of(request)
     s = session.current(request, ctx)
     parts = urlsplit(path)
@@ -79,7 +66,7 @@ async def events(request: Request, path: Annotated[str, Query(max_length=2000)] 
         try:
             yield b"retry: 1500\n\n"
             yield sse("hello", {"csrf": s.csrf, "user": s.principal.name})
-            last = ""
+            sent = Sent(digests=parse_known(known))
             quiet = 0.0
             while not await request.is_disconnected():
                 try:
@@ -90,16 +77,13 @@ async def events(request: Request, path: Annotated[str, Query(max_length=2000)] 
                 except Exception:  # a store hiccup: say so in the log, try again next tick
                     log.exception("the web UI could not render %s", path)
                     payload = None
-                if payload is not None:
-                    text = json.dumps(payload, sort_keys=True).encode()
-                    digest = hashlib.sha256(text).hexdigest()
-                    if digest != last:
-                        last = digest
-                        quiet = 0.0
-                        yield sse("update", payload)
-                    elif quiet >= KEEPALIVE:
-                        quiet = 0.0
-                        yield b": keepalive\n\n"
+                update = sent.delta(payload) if payload is not None else None
+                if update is not None:
+                    quiet = 0.0
+                    yield sse("update", update)
+                elif quiet >= KEEPALIVE:
+                    quiet = 0.0
+                    yield b": keepalive\n\n"
                 # Many streams open: each ticks less often (the shared render budget).
                 interval = ctx.streams.interval()
                 if await ticket.pause(interval):

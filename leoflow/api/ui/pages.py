@@ -16,7 +16,16 @@ import jinja2
 from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
-from leoflow.api.ui import backfill_views, gantt, present, run_list_views, run_views, views, waiting
+from leoflow.api.ui import (
+    backfill_views,
+    gantt,
+    present,
+    run_list_views,
+    run_views,
+    views,
+    waiting,
+)
+from leoflow.api.ui.grid_window import GridWindow
 from leoflow.api.ui.session import Session
 from leoflow.api.ui.timed import timed
 from leoflow.domain.states import TASK_TERMINAL
@@ -49,7 +58,8 @@ async def _dags(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str])
 async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
     runs = _int(q, "runs", None, 1, 50)
     before = _int(q, "before", None, 1, 2**62)
-    return await views.dag_view(ctx, a[0], q.get("run") or None, before, runs)
+    rows = GridWindow(page=_int(q, "rows", 1, 1, 10**6) or 1, q=q.get("tasks", "")[:200])
+    return await views.dag_view(ctx, a[0], q.get("run") or None, before, runs, rows)
 
 
 async def _run(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:

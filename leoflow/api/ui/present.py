@@ -39,6 +39,7 @@ EXIT_WORDS = {
     "image_pull": "could not start: its image could not be pulled",
     "launch_failed": "could not start: its container could not be created",
     "secret": "failed: a secret it asked for could not be resolved",
+    "marked": "was marked by hand",
 }
 
 

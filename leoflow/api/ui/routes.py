@@ -12,14 +12,23 @@ from urllib.parse import quote
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from leoflow.api.ui import actions, live, log_routes, once, pages, session
+from leoflow.api.ui import (
+    actions,
+    graph_route,
+    live,
+    live_delta,
+    log_routes,
+    once,
+    pages,
+    session,
+)
 from leoflow.api.ui.moved import Redirect
 from leoflow.api.ui.present import Viewer
 from leoflow.api.ui.redirects import same_origin_path
 from leoflow.api.ui.respond import ctx_of, finish, page_context
 
 router = APIRouter(include_in_schema=False)
-for _part in (live, log_routes, actions, once):
+for _part in (live, log_routes, actions, once, graph_route):
     router.include_router(_part.router)
 
 _STATIC = {
@@ -81,6 +90,8 @@ async def _page(request: Request) -> Response:
     except Redirect as moved:
         target = same_origin_path(moved.url)
         return finish(request, RedirectResponse(target, status_code=303), s)
+    # What the page is drawn with: its live updates start from there (``live_delta``).
+    context["live_known"] = live_delta.known_of(page, context)
     response = HTMLResponse(pages.render_page(page, context))
     response.headers["Cache-Control"] = "no-store"
     return finish(request, response, s)

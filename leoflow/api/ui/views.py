@@ -25,12 +25,15 @@ from leoflow.api.ui.fragments import (
     GridColumn,
     drawing_of,
     graph_nodes,
+    grid_cells,
     grid_rows,
     items_url,
     run_squares,
 )
+from leoflow.api.ui.grid_window import GRAPH_INLINE, GridWindow, grid_shape
 from leoflow.api.ui.moved import Redirect
-from leoflow.api.ui.present import dag_url, exit_words, pod_of
+from leoflow.api.ui.present import dag_url, exit_words, pod_of, quoted
+from leoflow.api.ui.task_facts import task_facts
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.store.rows import DagRow, RunRow
@@ -146,7 +149,12 @@ async def dags_view(ctx: ApiContext, q: str, state: str, page: int) -> dict[str,
 
 
 async def dag_view(
-    ctx: ApiContext, dag_id: str, run_id: str | None, before: int | None, runs: int | None
+    ctx: ApiContext,
+    dag_id: str,
+    run_id: str | None,
+    before: int | None,
+    runs: int | None,
+    rows: GridWindow | None = None,
 ) -> dict[str, Any]:
     store = ctx.store
     row = await dag_or_404(store, dag_id)
@@ -178,21 +186,30 @@ async def dag_view(
     selected_cancelled = cancelled.get(selected.pk, frozenset()) if selected else frozenset()
     order = drawing.order
     mapped = mapped_tasks(spec)
+    window = (rows or GridWindow()).over(order)
+    cells = grid_cells(dag_id, window.tasks, columns, mapped)
+    lazy = len(order) > GRAPH_INLINE
+    kept = [(k, v) for k, v in (("run", run_id), ("before", before), ("runs", runs)) if v]
     return {
         "dag": row,
         "spec": spec,
         "layout": drawing.layout,
         "edges": drawing.edges,
-        "nodes": graph_nodes(
-            drawing.layout,
-            dag_id,
-            selected,
-            selected_states,
-            mapped,
-            selected_cancelled,
-        ),
         "selected_cancelled": selected_cancelled,
-        "grid_rows": grid_rows(dag_id, order, columns, mapped),
+        # A big DAG's graph comes after the page (``/ui/graph``): the page paints first.
+        "lazy_graph": lazy,
+        "nodes": Markup("")
+        if lazy
+        else graph_nodes(
+            drawing.layout, dag_id, selected, selected_states, mapped, selected_cancelled
+        ),
+        "grid_rows": grid_rows(window.tasks, columns, cells),
+        "grid_cells": cells,
+        "grid_shape": grid_shape(columns, window, older, before),
+        "window": window,
+        # The page's other choices, kept by the grid's row links and search.
+        "grid_params": kept,
+        "grid_query": "".join(f"{k}={quoted(str(v))}&" for k, v in kept),
         "mapped": mapped,
         "order": order,
         "columns": columns,
@@ -242,7 +259,9 @@ async def task_view(
     # The chosen try's own facts; None: an earlier try whose facts were not kept (a row
     # retried before migration 0008).
     shown = known.get(chosen)
+    dag = await store.get_dag(dag_id)
     return {
+        **task_facts(spec_of(dag) if dag is not None else None, ti),
         "run": run,
         "ti": ti,
         "why": why,
@@ -262,4 +281,31 @@ async def task_view(
         # live try and runs the task again (the API answers 202, pending).
         "run_live": run.state is RunState.RUNNING,
         "terminal": TASK_TERMINAL,
+    }
+
+
+async def graph_view(ctx: ApiContext, dag_id: str, run_id: str | None) -> dict[str, Any]:
+    """A big DAG's graph alone (fetched after its page paints): the run's states."""
+    store = ctx.store
+    row = await dag_or_404(store, dag_id)
+    spec = spec_of(row)
+    if spec is None:
+        raise HTTPException(409, f"DAG {dag_id!r} has a stored spec this version cannot read")
+    drawing = drawing_of(row, spec)
+    if run_id:
+        selected: RunRow | None = await run_or_404(store, dag_id, run_id)
+    else:
+        latest = await store.list_runs(dag_id=dag_id, limit=1)
+        selected = latest[0] if latest else None
+    states = {}
+    gone: frozenset[str] = frozenset()
+    if selected is not None:
+        states = (await store.task_states_of_runs([selected.pk])).get(selected.pk, {})
+        gone = (await cancelled_tasks(store, [selected.pk])).get(selected.pk, frozenset())
+    mapped = mapped_tasks(spec)
+    return {
+        "dag": row,
+        "layout": drawing.layout,
+        "edges": drawing.edges,
+        "nodes": graph_nodes(drawing.layout, dag_id, selected, states, mapped, gone),
     }

@@ -68,6 +68,20 @@ CALLS = [
         200,
     ),
     Call(
+        "POST",
+        "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark",
+        f"{R}/r/tasks/transform/mark?state=success&downstream=true",
+        "operator",
+        200,
+    ),
+    Call(
+        "POST",
+        "/api/v1/dags/{dag_id}/runs/{run_id}/clear_failed",
+        f"{R}/r/clear_failed",
+        "operator",
+        200,
+    ),
+    Call(
         "GET",
         "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/why",
         f"{R}/q/tasks/extract/why",

@@ -51,7 +51,7 @@ async def test_illegal_task_transition_refused_nothing_written(store: Store) -> 
         await store.transition_task(a.pk, T.NONE, T.SCHEDULED, epoch=None, state="running")
     with pytest.raises(IllegalTransition):
         await store.transition_tasks(
-            [TaskChange(a.pk, T.NONE, T.SCHEDULED), TaskChange(b.pk, T.NONE, T.SUCCESS)],
+            [TaskChange(a.pk, T.NONE, T.SCHEDULED), TaskChange(b.pk, T.NONE, T.RUNNING)],
             epoch=None,
         )
     assert await store.list_task_instances(run_pk=run.pk) == [a, b]

@@ -52,6 +52,16 @@ TASK_ALLOWED = {
     (T.FAILED, T.NONE),
     (T.UPSTREAM_FAILED, T.NONE),
     (T.SKIPPED, T.NONE),
+    # Marked by hand (leoflow/domain/marking.py): to success or failed from any state.
+    (T.NONE, T.SUCCESS),
+    (T.SCHEDULED, T.SUCCESS),
+    (T.UP_FOR_RETRY, T.SUCCESS),
+    (T.SUCCESS, T.FAILED),
+    (T.FAILED, T.SUCCESS),
+    (T.UPSTREAM_FAILED, T.SUCCESS),
+    (T.UPSTREAM_FAILED, T.FAILED),
+    (T.SKIPPED, T.SUCCESS),
+    (T.SKIPPED, T.FAILED),
 }
 RUN_ALLOWED = {
     (R.QUEUED, R.RUNNING),
@@ -90,20 +100,15 @@ def test_allowed_run_transitions_pass(current: RunState, new: RunState) -> None:
     [
         (T.NONE, T.QUEUED),  # admission needs upstreams done first
         (T.NONE, T.RUNNING),
-        (T.NONE, T.SUCCESS),
         (T.SCHEDULED, T.RUNNING),
         (T.RUNNING, T.QUEUED),
         (T.RUNNING, T.SCHEDULED),
         (T.RUNNING, T.SKIPPED),
         (T.RUNNING, T.UPSTREAM_FAILED),
         (T.UP_FOR_RETRY, T.RUNNING),
-        (T.UP_FOR_RETRY, T.SUCCESS),
-        (T.SUCCESS, T.FAILED),
         (T.SUCCESS, T.RUNNING),
-        (T.FAILED, T.SUCCESS),
         (T.FAILED, T.UP_FOR_RETRY),
         (T.UPSTREAM_FAILED, T.SCHEDULED),
-        (T.SKIPPED, T.SUCCESS),
     ],
 )
 def test_forbidden_task_transitions_raise(current: TaskState, new: TaskState) -> None:
@@ -137,9 +142,9 @@ def test_every_forbidden_pair_raises() -> None:
                 check_task_transition(current, new)
 
 
-def test_terminal_task_states_only_leave_by_clearing() -> None:
+def test_terminal_task_states_only_leave_by_clearing_or_marking() -> None:
     for state in TASK_TERMINAL:
-        assert TASK_TRANSITIONS[state] == {T.NONE}
+        assert TASK_TRANSITIONS[state] == {T.NONE, T.SUCCESS, T.FAILED} - {state}
     for run_state in RUN_TERMINAL:
         assert RUN_TRANSITIONS[run_state] == {R.RUNNING}
 

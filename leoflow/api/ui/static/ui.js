@@ -123,6 +123,9 @@
       ? "Clear of " + d.cleared.join(", ") + " requested: the scheduler stops a running try and runs it again."
       : "Cleared " + d.cleared.join(", ") + ": it runs again.",
     backfill_cancel: (d) => "Backfill #" + d.pk + " cancelled.",
+    mark: (d) => (d.pending ? "Requested: the scheduler marks " : "Marked ") + d.state + ": "
+      + d.marked.join(", ") + (d.reopened.length ? "; decided again by their trigger rules: " + d.reopened.join(", ") : "") + ".",
+    clear_failed: (d) => (d.pending ? "Clear requested of " : "Cleared ") + d.cleared.join(", ") + ": they run again.",
   };
 
   document.addEventListener("click", async (event) => {
@@ -142,6 +145,14 @@
       task_id: button.dataset.task || null,
     };
     if (action === "clear") body.downstream = !!(downstream && downstream.checked);
+    if (action === "mark") {
+      body.state = button.dataset.state;
+      body.downstream = !!($("#mark-downstream") || {}).checked;
+      body.upstream = !!($("#mark-upstream") || {}).checked;
+    }
+    // What the page showed: the server says so if the run or task changed since.
+    if (button.dataset.seenRun) body.seen_run = button.dataset.seenRun;
+    if (button.dataset.seenTask) body.seen_task = button.dataset.seenTask;
     if (button.dataset.backfill) body.backfill = Number(button.dataset.backfill);
     button.disabled = true;
     try {
@@ -197,7 +208,53 @@
   }
   document.addEventListener("input", (event) => {
     if (event.target.id === "conf") validateConf();
+    if (event.target.dataset.param !== undefined) paramsToConf();
   });
+  document.addEventListener("change", (event) => {
+    if (event.target.dataset.param !== undefined) paramsToConf();
+  });
+  // The params form writes each field, typed, into the conf the JSON editor holds; a
+  // field that does not parse is named (the server checks again: conf.<name>).
+  function paramValue(field) {
+    const type = field.dataset.type, raw = field.value.trim();
+    if (field.type === "checkbox") return { value: field.checked };
+    if (field.tagName === "SELECT") return raw === "" ? {} : { value: JSON.parse(raw) };
+    if (raw === "") return {};
+    if (type === "integer" || type === "number") {
+      const n = Number(raw);
+      if (raw === "" || !Number.isFinite(n) || (type === "integer" && !Number.isInteger(n))) {
+        return { error: "expected " + (type === "integer" ? "an integer" : "a number") + ", got “" + raw + "”" };
+      }
+      if (field.dataset.min !== undefined && n < Number(field.dataset.min)) return { error: "expected at least " + field.dataset.min };
+      if (field.dataset.max !== undefined && n > Number(field.dataset.max)) return { error: "expected at most " + field.dataset.max };
+      return { value: n };
+    }
+    if (type === "array" || type === "object") {
+      let v;
+      try { v = JSON.parse(raw); } catch (e) { return { error: "not valid JSON: " + e.message }; }
+      const ok = type === "array" ? Array.isArray(v) : v !== null && typeof v === "object" && !Array.isArray(v);
+      return ok ? { value: v } : { error: "expected " + (type === "array" ? "a JSON list" : "a JSON object") };
+    }
+    return { value: raw };
+  }
+  function paramsToConf() {
+    const current = parseConf();
+    const conf = current.value || {};
+    const problems = [];
+    $$("[data-param]").forEach((field) => {
+      const got = paramValue(field);
+      field.setAttribute("aria-invalid", got.error ? "true" : "false");
+      if (got.error) problems.push(field.dataset.param + ": " + got.error);
+      else if ("value" in got) conf[field.dataset.param] = got.value;
+      else delete conf[field.dataset.param];
+    });
+    $("#conf").value = JSON.stringify(conf, null, 2);
+    validateConf();
+    if (problems.length) {
+      $("#conf-error").textContent = problems.join("; ");
+      $("#trigger-submit").disabled = true;
+    }
+  }
   // ---------------------------------------------------------------- backfill
   function backfillBody(form, dryRun) {
     const from = $("#bf-from").value, to = $("#bf-to").value, max = $("#bf-max").value.trim();
@@ -273,6 +330,10 @@
         live.kick();
       } catch (e) {
         $("#conf-error").textContent = e.message;
+        // The server names the param (conf.<name>: ...): point at its field.
+        const named = /^conf\.([A-Za-z0-9_]+):/.exec(e.message);
+        const field = named && $(`[data-param="${named[1]}"]`);
+        if (field) { field.setAttribute("aria-invalid", "true"); field.focus(); }
       }
     } else if (form.id === "login-form") {
       event.preventDefault();
@@ -469,12 +530,26 @@
     apply() {
       this.vp.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.scale})`);
     },
+    pending: null,
+    // nodes: the nodes whose state changed ({task: state}); mapped: their item counts.
     update(nodes, runId, mapped) {
+      if (!this.el) this.el = $("#graph");
       if (!this.el) return;
+      if (!this.svg) {  // a big DAG's graph still loading: applied once it is drawn
+        const p = this.pending || (this.pending = { nodes: {}, mapped: {}, run: null });
+        Object.assign(p.nodes, nodes); Object.assign(p.mapped, mapped || {});
+        p.run = runId || p.run;
+        return;
+      }
+      if (!this.links) {
+        this.links = {};
+        $$("a.node-link", this.svg).forEach((link) => { this.links[link.dataset.task] = link; });
+      }
       const dag = this.el.dataset.dag;
       const items = mapped || {};
-      $$("a.node-link", this.svg).forEach((link) => {
-        const task = link.dataset.task;
+      Object.keys(nodes).forEach((task) => {
+        const link = this.links[task];
+        if (!link) return;
         const state = nodes[task] || "none";
         const g = $("g.node", link);
         if (g.dataset.state !== state) {
@@ -498,7 +573,7 @@
 
   // ------------------------------------------------------------------- live
   const live = {
-    source: null, delay: 1000, timer: null, last: {},
+    source: null, delay: 1000, timer: null, last: {}, known: null,
     status(text, ok) {
       const el = $("#live");
       if (!el) return;
@@ -508,7 +583,13 @@
     start() {
       if (!$("[data-live]") && !$("#graph")) return;
       const path = location.pathname + location.search;
-      const source = new EventSource("/ui/events?path=" + encodeURIComponent(path));
+      // What this page holds (digests): the server sends only what differs from it.
+      if (this.known === null) {
+        const meta = $('meta[name="live-known"]');
+        try { this.known = meta ? JSON.parse(meta.getAttribute("content")) : {}; } catch (e) { this.known = {}; }
+      }
+      const source = new EventSource("/ui/events?path=" + encodeURIComponent(path) +
+        "&known=" + encodeURIComponent(JSON.stringify(this.known)));
       this.source = source;
       source.addEventListener("open", () => { this.delay = 1000; this.status("live", true); });
       source.addEventListener("hello", (e) => {
@@ -561,11 +642,44 @@
         const again = document.getElementById(focusId);
         if (again) again.focus();
       }
+      if (data.cells) this.patchCells(data.cells);
+      if (data.digests) this.known = data.digests;
       if (data.nodes) graph.update(data.nodes, data.run, data.mapped);
       if (data.log_live !== undefined) logs.liveChanged(data.log_live, data.latest_try);
       document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
     },
   };
+
+  // The grid's squares that changed: [run, task, <td>…</td>], in place.
+  live.patchCells = function (cells) {
+    const table = $('[data-live="grid"] table.grid');
+    if (!table) return;
+    const cols = {}, rows = {};
+    $$("thead th.run-col", table).forEach((th, i) => { cols[th.dataset.run] = i + 1; });
+    $$("tbody tr", table).forEach((tr) => { rows[tr.cells[0].textContent] = tr; });
+    cells.forEach(([run, task, html]) => {
+      const tr = rows[task], i = cols[run];
+      if (tr && i !== undefined && tr.cells[i]) tr.cells[i].outerHTML = html;
+    });
+  };
+  // A big DAG's graph comes after the page has painted.
+  async function loadGraph() {
+    const el = $("#graph");
+    if (!el || !el.dataset.lazy) { graph.init(); return; }
+    try {
+      const response = await fetch(el.dataset.lazy, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(response.status + " " + response.statusText);
+      el.innerHTML = await response.text();
+      delete el.dataset.lazy;
+      graph.init();
+      const p = graph.pending;
+      graph.pending = null;
+      if (p) graph.update(p.nodes, p.run, p.mapped);
+    } catch (e) {
+      const note = $(".graph-loading", el);
+      if (note) note.textContent = "The graph could not be loaded (" + e.message + "); reload to try again.";
+    }
+  }
 
   // -------------------------------------------------------------------- logs
   // The log is shown in numbered lines (#L120 links one), a page at a time: earlier
@@ -757,7 +871,7 @@
   document.addEventListener("DOMContentLoaded", () => {
     showPrefs();
     localTimes(document);
-    graph.init();
+    loadGraph();
     logs.init();
     live.start();
     window.addEventListener("resize", () => { if (graph.el) graph.fit(); });
