@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -19,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from leoflow.domain.assets.uri import MAX_URI_CHARS, normalize_uri
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
@@ -131,6 +133,22 @@ EnvVars = Annotated[dict[str, str], BeforeValidator(_env)]
 SecretName = Annotated[str, Field(pattern=SECRET_NAME_PATTERN)]
 
 
+def _unique(value: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(value))
+
+
+# Normalised as they are read (leoflow.domain.assets.uri): two spellings, one asset.
+AssetUri = Annotated[
+    str,
+    BeforeValidator(normalize_uri),
+    Field(
+        max_length=MAX_URI_CHARS,
+        description="an asset URI (s3://bucket/key, duckdb://db/schema.table) or a plain name",
+    ),
+]
+AssetUris = Annotated[tuple[AssetUri, ...], AfterValidator(_unique)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
@@ -219,6 +237,11 @@ class TaskSpec(_Strict):
     # One task instance per item (leoflow/domain/mapping.py); not a default, per task.
     map_over: MapOver | None = None
     max_map_items: int = Field(DEFAULT_MAX_MAP_ITEMS, ge=1, le=MAX_MAP_ITEMS)
+    # Assets (URIs or plain names) the task writes and reads: its success records an
+    # event per produced asset, which DAGs scheduled on that asset wait for. Per task
+    # only: not a default, since one asset has its own producers.
+    produces: AssetUris = ()
+    consumes: AssetUris = ()
 
     @property
     def max_tries(self) -> int:

@@ -1,0 +1,104 @@
+"""``produces:`` and ``consumes:`` in a DAG file: normalised, and a bad URI is a load error
+naming the file, the line and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+
+from leoflow.dagfile.loader import DagFileError, parse_dag
+
+PATH = Path("dags/shop/leoflow.yaml")
+
+
+def load(text: str):  # type: ignore[no-untyped-def]
+    return parse_dag(dedent(text).lstrip("\n"), PATH)
+
+
+def test_a_task_declares_what_it_produces_and_consumes_in_canonical_form() -> None:
+    spec = load(
+        """
+        dag_id: shop
+        tasks:
+          land:
+            command: [land]
+            consumes: [S3://Raw-Bucket/orders/]
+            produces: [DuckDB://Warehouse/main.orders, orders, duckdb://warehouse/main.orders]
+          report:
+            command: [report]
+            depends_on: [land]
+        """
+    )
+    land = spec.tasks["land"]
+    assert land.produces == ("duckdb://warehouse/main.orders", "orders")
+    assert land.consumes == ("s3://raw-bucket/orders/",)
+    assert spec.tasks["report"].produces == () and spec.tasks["report"].consumes == ()
+
+
+@pytest.mark.parametrize(
+    ("entry", "fragment"),
+    [
+        ("postgres://etl:hunter2@db/app/public.orders", "must not contain credentials"),
+        ("s3://bucket/key?token=abc", "must not contain credentials"),
+        ("'1x://bucket'", "malformed scheme"),
+        ("'ord ers'", "no spaces"),
+        ("7", "a string"),
+    ],
+)
+def test_a_bad_uri_is_a_load_error_at_its_file_line_and_field(entry: str, fragment: str) -> None:
+    with pytest.raises(DagFileError) as info:
+        load(
+            f"""
+            dag_id: shop
+            tasks:
+              land:
+                command: [land]
+                produces:
+                  - orders
+                  - {entry}
+            """
+        )
+    (problem,) = info.value.problems
+    assert problem.field == "tasks.land.produces.1"
+    assert problem.line == 7
+    rendered = problem.render(PATH)
+    assert rendered.startswith(f"{PATH}:7: tasks.land.produces.1: "), rendered
+    assert fragment in rendered
+    assert "hunter2" not in rendered and "abc" not in rendered
+
+
+def test_consumes_is_checked_like_produces_and_defaults_cannot_declare_assets() -> None:
+    with pytest.raises(DagFileError) as info:
+        load(
+            """
+            dag_id: shop
+            defaults:
+              produces: [orders]
+            tasks:
+              land:
+                command: [land]
+                consumes: ["mysql://root:pw@db/x"]
+            """
+        )
+    fields = {p.field: p for p in info.value.problems}
+    assert fields["tasks.land.consumes.0"].line == 7
+    assert "credentials" in fields["tasks.land.consumes.0"].message
+    assert fields["defaults.produces"].line == 3
+    assert "unknown field" in fields["defaults.produces"].message
+
+
+def test_a_list_is_expected_not_a_mapping() -> None:
+    with pytest.raises(DagFileError) as info:
+        load(
+            """
+            dag_id: shop
+            tasks:
+              land:
+                command: [land]
+                produces: {orders: 1}
+            """
+        )
+    (problem,) = info.value.problems
+    assert problem.field == "tasks.land.produces" and problem.line == 5
