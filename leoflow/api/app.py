@@ -12,7 +12,7 @@ from collections.abc import Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from leoflow.api import backfills, dags, health, logs, pools, runs, tasks, tries
+from leoflow.api import assets, backfills, dags, health, logs, pools, runs, tasks, tries
 from leoflow.api.auth import Auth
 from leoflow.api.context import ApiContext
 from leoflow.api.guard import RequestGuard
@@ -52,7 +52,7 @@ def create_app(
         log_poll_interval=log_poll_interval,
         streams=LiveStreams.of(settings),
     )
-    for module in (health, dags, runs, tasks, tries, logs, pools, backfills):
+    for module in (health, dags, runs, tasks, tries, logs, pools, backfills, assets):
         app.include_router(module.router)
     app.include_router(web_ui.router)  # the web UI at /, its assets and calls under /ui
 

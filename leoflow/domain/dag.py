@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from leoflow.domain.assets.condition import condition_uris, parse_condition, parse_schedule
 from leoflow.domain.assets.uri import MAX_URI_CHARS, normalize_uri
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.dbt import DbtSpec
@@ -269,7 +270,10 @@ PoolName = Annotated[str, Field(pattern=POOL_NAME_PATTERN)]
 class DagSpec(_Strict):
     dag_id: Annotated[str, Field(pattern=DAG_ID_PATTERN)]
     description: str | None = None
+    # A cron expression; ``schedule: {assets: ..., cron: ...}`` in a file is split into
+    # this and ``asset_schedule`` (leoflow.domain.assets.condition) as it is read.
     schedule: OneLine | None = None
+    asset_schedule: dict[str, Any] | None = None
     timezone: OneLine = "UTC"
     start_date: datetime | None = None
     catchup: bool = False
@@ -286,6 +290,25 @@ class DagSpec(_Strict):
     pools: dict[PoolName, PoolDeclaration] = Field(default_factory=dict)
     # Kept as written: the tasks it became are in ``tasks`` already (leoflow/domain/dbt.py).
     dbt: DbtSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_schedule(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
+            if "asset_schedule" in data:
+                raise ValueError("asset_schedule is set from schedule.assets, not on its own")
+            cron, condition = parse_schedule(data["schedule"])
+            data = {**data, "schedule": cron, "asset_schedule": condition}
+        return data
+
+    @field_validator("asset_schedule")
+    @classmethod
+    def _check_assets(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else parse_condition(value)
+
+    def schedule_assets(self) -> list[str]:
+        """The assets the DAG's schedule names (none without an asset schedule)."""
+        return [] if self.asset_schedule is None else condition_uris(self.asset_schedule)
 
     @field_validator("schedule")
     @classmethod

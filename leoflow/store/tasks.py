@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from leoflow.domain.states import RunState, TaskState, check_run_transition, check_task_transition
+from leoflow.store.asset_events import AssetEventWrites, TaskAssetEvent
 from leoflow.store.base import (
     Expanded,
     Positional,
@@ -83,7 +84,7 @@ class _Lost(Exception):
     """A single transition lost its compare-and-set: roll back the try it kept."""
 
 
-class TaskInstanceRecords(TryRecords):
+class TaskInstanceRecords(TryRecords, AssetEventWrites):
     def _build_statements(self) -> None:
         super()._build_statements()
         self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
@@ -184,10 +185,12 @@ class TaskInstanceRecords(TryRecords):
         *,
         epoch: int | None,
         expected_try: int | None = None,
+        asset_events: Sequence[TaskAssetEvent] = (),
         **fields: Any,
     ) -> bool:
         """Compare-and-set one task instance's state (and its try, if given);
-        False if the row was not in ``expected`` (or not on ``expected_try``)."""
+        False if the row was not in ``expected`` (or not on ``expected_try``).
+        ``asset_events``: recorded with a success, in its transaction."""
         change = TaskChange(ti_pk, TaskState(expected), TaskState(new), expected_try, fields)
         check_task_transition(change.expected, change.new)
         check_fields(fields, TASK_FIELDS, "transition_task")
@@ -202,6 +205,8 @@ class TaskInstanceRecords(TryRecords):
                 # Under the write transaction, and undone with it if the CAS loses.
                 self._keep_row_try(conn, ti_pk)
             if conn.execute(stmt, params).rowcount == 1:
+                if change.new is TaskState.SUCCESS:
+                    self._insert_task_events(conn, asset_events)
                 return True
             if keeps:
                 raise _Lost
@@ -240,6 +245,7 @@ class TaskInstanceRecords(TryRecords):
         epoch: int | None,
         tickets: Sequence[tuple[str, int, int]] = (),
         tickets_expire_at: float = 0.0,
+        asset_events: Sequence[TaskAssetEvent] = (),
     ) -> tuple[list[bool], list[bool]]:
         """``transition_tasks`` and runs' compare-and-sets (``transition_run``'s, in
         order, after the tasks') in the same transaction: a tick's commit. A run's
@@ -339,6 +345,10 @@ class TaskInstanceRecords(TryRecords):
                             f"batch transition updated {result.rowcount} rows, "
                             f"expected {len(batch)}"
                         )
+            succeeded = {
+                pk for pk, (state, _, _) in changed.items() if state == TaskState.SUCCESS.value
+            }
+            self._insert_task_events(conn, [e for e in asset_events if e.ti_pk in succeeded])
             if ticket_rows:  # the launches' tickets, in the same transaction
                 self._insert_many(conn, self._launch_tickets, ticket_rows)
             run_results = [conn.execute(stmt, params).rowcount == 1 for stmt, params in run_params]
