@@ -8,16 +8,19 @@ the same ``idempotency_key`` returns the event the first one made (200, not 201)
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import ApiContext, Ctx
+from leoflow.api.lookup import spec_of
 from leoflow.api.schemas import ErrorOut
 from leoflow.domain.assets.events import extra_problem, extra_text
 from leoflow.domain.assets.refs import CONSUMES, PRODUCES, SCHEDULE
 from leoflow.domain.assets.uri import AssetUriError, normalize_uri
+from leoflow.domain.assets.waiting import waiting_text
 from leoflow.store.assets import AssetEventRow
 
 router = APIRouter(prefix="/api/v1", tags=["assets"])
@@ -141,3 +144,31 @@ async def triggering_events(dag_id: str, run_id: str, ctx: Ctx, who: Viewer) -> 
         raise HTTPException(404, f"no run {run_id!r} of DAG {dag_id!r}")
     rows: list[AssetEventRow] = await ctx.store.run_asset_events(run.pk)
     return {"events": [row.as_json() for row in rows]}
+
+
+@router.get("/dags/{dag_id}/asset-waiting", responses=_ERRORS)
+async def asset_waiting(dag_id: str, ctx: Ctx, who: Viewer) -> dict[str, Any]:
+    """Why an asset-scheduled DAG has no new run: the assets whose event it waits for,
+    each with its last event's age (``waiting`` is None once the condition is met)."""
+    row = await ctx.store.get_dag(dag_id)
+    spec = spec_of(row) if row is not None else None
+    if spec is None:
+        raise HTTPException(404, f"no DAG {dag_id!r}")
+    if spec.asset_schedule is None:
+        return {"dag_id": dag_id, "assets": [], "fresh": [], "waiting": None}
+    uris = spec.schedule_assets()
+    state = (await ctx.store.asset_trigger_states([dag_id])).get(dag_id)
+    newest = await ctx.store.newest_asset_event_pks(uris)
+    fresh = [u for u in uris if state is not None and newest.get(u, 0) > state.cursor(u)]
+    last = await ctx.store.last_asset_events(uris)
+    text = waiting_text(
+        spec.asset_schedule, fresh, {u: e.created_at for u, e in last.items()}, time.time()
+    )
+    return {
+        "dag_id": dag_id,
+        "condition": spec.asset_schedule,
+        "assets": uris,
+        "fresh": fresh,
+        "paused": row is not None and row.paused,
+        "waiting": text,
+    }

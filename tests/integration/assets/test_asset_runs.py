@@ -109,7 +109,7 @@ async def test_a_producer_s_success_triggers_the_consumer_once_with_its_events(
     # Polls go on: the consumed events trigger nothing more.
     polls = rt.scheduler
     for _ in range(3):
-        await polls._poll.run()  # noqa: SLF001 - a full poll, as after any write
+        await polls._poll.run()
     assert len(await runs_of(rt, "marts")) == 1
     assert len(await runs_of(rt, "either")) == 1
 
@@ -122,7 +122,7 @@ async def test_all_waits_for_every_asset_and_a_flood_coalesces_into_one_run(
         await rt.store.add_asset_event(
             "ORDERS", extra=None, idempotency_key=None, created_by=f"test{index}"
         )
-    await rt.scheduler._poll.run()  # noqa: SLF001
+    await rt.scheduler._poll.run()
     assert await runs_of(rt, "marts") == []  # customers has no event yet
     await rt.store.add_asset_event(
         "s3://bucket/customers", extra=None, idempotency_key=None, created_by="test"

@@ -102,3 +102,37 @@ def test_a_list_is_expected_not_a_mapping() -> None:
         )
     (problem,) = info.value.problems
     assert problem.field == "tasks.land.produces" and problem.line == 5
+
+
+def test_validate_warns_of_a_schedule_on_an_asset_no_dag_produces(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "land.yaml").write_text(
+        "dag_id: land\ntasks:\n  orders: {command: 'true', produces: [Orders, s3://B/k]}\n"
+    )
+    (tmp_path / "marts.yaml").write_text(
+        "dag_id: marts\nschedule:\n  assets: [Orders, S3://b/k, custmers]\ntasks:\n  b: {command: 'true'}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "leoflow", "dags", "validate", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr  # a warning, not an error
+    assert f"{tmp_path / 'marts.yaml'}:3: schedule.assets: warning: no DAG here produces " in (
+        done.stderr
+    )
+    assert "'custmers'" in done.stderr and "k'" not in done.stderr  # S3://b/k is s3://b/k
+    as_json = subprocess.run(
+        [sys.executable, "-m", "leoflow", "dags", "validate", "--json", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    import json
+
+    document = json.loads(as_json.stdout)
+    assert document["valid"] is True
+    assert [(w["line"], w["field"]) for w in document["warnings"]] == [(3, "schedule.assets")]
