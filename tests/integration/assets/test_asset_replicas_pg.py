@@ -15,7 +15,7 @@ from leoflow.domain.catalogue import spec_hash
 from leoflow.executor.subprocess import SubprocessExecutor
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
 from leoflow.store import Store
-from leoflow.store.assets import LostTrigger
+from leoflow.store.assets import LostTrigger, TriggerState
 from leoflow.store.errors import StaleEpoch
 from leoflow.store.rows import TaskSeed
 
@@ -64,16 +64,18 @@ async def test_replicas_racing_on_one_cursor_make_one_run_per_round(
         assert states[0] == states[1]
         newest = await first.newest_asset_event_pks(["orders", "customers"])
 
-        async def attempt(store: Store, index: int) -> bool:
+        async def attempt(
+            store: Store, state: TriggerState, consumed: dict[str, int] = newest
+        ) -> bool:
             try:
                 await store.create_asset_run(
-                    "marts", state=states[index], consumed=newest, tasks=seeds, epoch=None
+                    "marts", state=state, consumed=consumed, tasks=seeds, epoch=None
                 )
             except LostTrigger:
                 return False
             return True
 
-        won = await asyncio.gather(attempt(first, 0), attempt(second, 1))
+        won = await asyncio.gather(attempt(first, states[0]), attempt(second, states[1]))
         assert sorted(won) == [False, True]
         assert len(await asset_runs(first)) == round_
     runs = await asset_runs(first)
@@ -95,14 +97,14 @@ async def test_a_deposed_replica_s_poll_creates_nothing_and_the_leader_s_one_run
     deposed, leader = scheduler(first, old_epoch), scheduler(second, new_epoch)
     await emit(first, "orders")
     with pytest.raises(StaleEpoch):  # the deposed replica sees the event first
-        await deposed._poll.run()  # noqa: SLF001 - the poll, as the loop runs it
+        await deposed._poll.run()
     assert await asset_runs(first) == []  # and its run went with its transaction
     for _ in range(3):  # then both, side by side, again and again
         await asyncio.gather(
-            deposed._poll.run(),  # noqa: SLF001
-            leader._poll.run(),  # noqa: SLF001
+            deposed._poll.run(),
+            leader._poll.run(),
             return_exceptions=True,
         )
-        deposed._poll.forget()  # noqa: SLF001 - read everything again next time
-        leader._poll.forget()  # noqa: SLF001
+        deposed._poll.forget()
+        leader._poll.forget()
     assert len(await asset_runs(first)) == 1

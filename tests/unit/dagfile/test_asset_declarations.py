@@ -112,7 +112,8 @@ def test_validate_warns_of_a_schedule_on_an_asset_no_dag_produces(tmp_path: Path
         "dag_id: land\ntasks:\n  orders: {command: 'true', produces: [Orders, s3://B/k]}\n"
     )
     (tmp_path / "marts.yaml").write_text(
-        "dag_id: marts\nschedule:\n  assets: [Orders, S3://b/k, custmers]\ntasks:\n  b: {command: 'true'}\n"
+        "dag_id: marts\nschedule:\n  assets: [Orders, S3://b/k, custmers]\n"
+        "tasks:\n  b: {command: 'true'}\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "leoflow", "dags", "validate", str(tmp_path)],
