@@ -71,7 +71,7 @@ async def list_events(
     who: Viewer,
     uri: Annotated[str | None, Query(max_length=2000)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
 ) -> dict[str, Any]:
     """Events newest first (of one asset with ``uri``); ``before``: the last id of a page."""
     wanted = None if uri is None else _uri(uri)
