@@ -77,7 +77,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             scheduler = Scheduler(
                 store, SubprocessExecutor(kill_grace=1.0), SchedulerConfig(), epoch=epoch
             )
-            poll = scheduler._poll  # noqa: SLF001 - the poll the loop runs, driven here
+            poll = scheduler._poll
             await poll.run()
             polls_to_run: list[int] = []
             poll_ms: list[float] = []
