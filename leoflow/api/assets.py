@@ -16,6 +16,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import ApiContext, Ctx
 from leoflow.api.lookup import spec_of
+from leoflow.api.backfills import UnprocessableOut
 from leoflow.api.schemas import ErrorOut
 from leoflow.domain.assets.events import extra_problem, extra_text
 from leoflow.domain.assets.refs import CONSUMES, PRODUCES, SCHEDULE
@@ -27,7 +28,7 @@ router = APIRouter(prefix="/api/v1", tags=["assets"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut},
     409: {"model": ErrorOut},
-    422: {"model": ErrorOut},
+    422: {"model": UnprocessableOut},  # ours (a string) or FastAPI's (a list)
 }
 MAX_KEY_CHARS = 200
 Uri = Annotated[str, Query(min_length=1, max_length=2000)]
@@ -58,14 +59,14 @@ async def _assets(ctx: ApiContext, uri: str | None = None) -> list[dict[str, Any
     return list(by_uri.values())
 
 
-@router.get("/assets")
+@router.get("/assets", responses=_ERRORS)
 async def list_assets(ctx: Ctx, who: Viewer) -> dict[str, Any]:
     """Every asset a DAG names, with its producers, consumers, the DAGs scheduled on
     it and its last event."""
     return {"assets": await _assets(ctx)}
 
 
-@router.get("/assets/events")
+@router.get("/assets/events", responses=_ERRORS)
 async def list_events(
     ctx: Ctx,
     who: Viewer,
