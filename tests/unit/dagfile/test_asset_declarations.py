@@ -102,6 +102,7 @@ def test_a_list_is_expected_not_a_mapping() -> None:
         )
     (problem,) = info.value.problems
     assert problem.field == "tasks.land.produces" and problem.line == 5
+    assert "expected a list of asset URIs or names" in problem.message
 
 
 def test_validate_warns_of_a_schedule_on_an_asset_no_dag_produces(tmp_path: Path) -> None:
