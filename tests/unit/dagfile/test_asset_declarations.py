@@ -138,3 +138,19 @@ def test_validate_warns_of_a_schedule_on_an_asset_no_dag_produces(tmp_path: Path
     document = json.loads(as_json.stdout)
     assert document["valid"] is True
     assert [(w["line"], w["field"]) for w in document["warnings"]] == [(3, "schedule.assets")]
+
+
+def test_dags_next_of_an_asset_only_dag_says_it_waits_for_its_assets(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "marts.yaml"
+    path.write_text("dag_id: marts\nschedule: {assets: [orders]}\ntasks:\n  b: {command: x}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "leoflow", "dags", "next", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "has no cron: it runs when its assets have new events (orders;" in done.stderr
