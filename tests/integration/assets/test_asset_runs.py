@@ -172,3 +172,18 @@ tasks:
     assert ti.message is not None and "the limit is 16384 bytes" in ti.message
     assert await rt.store.list_asset_events() == []
     assert await runs_of(rt, "marts") == []
+
+
+async def test_cron_or_assets_either_fires_an_event_runs_it_before_its_cron(lite: Any) -> None:
+    rt = await lite(
+        """
+dag_id: yearly
+schedule: {cron: "0 0 1 1 *", assets: {any: [ORDERS]}}
+tasks:
+  build: {command: "true"}
+"""
+    )
+    assert rt.scheduler.book.dags["yearly"].cron() is not None
+    await rt.store.add_asset_event("ORDERS", extra=None, idempotency_key=None, created_by="t")
+    await finished(rt, "yearly", 1)
+    assert [r.run_type for r in await runs_of(rt, "yearly")] == ["asset"]
