@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leoflow.api import (
+    assets,
     backfills,
     dags,
     health,
@@ -65,7 +66,19 @@ def create_app(
         log_poll_interval=log_poll_interval,
         streams=LiveStreams.of(settings),
     )
-    for module in (health, dags, runs, tasks, marks, tries, logs, log_search, pools, backfills):
+    for module in (
+        health,
+        dags,
+        runs,
+        tasks,
+        marks,
+        tries,
+        logs,
+        log_search,
+        pools,
+        backfills,
+        assets,
+    ):
         app.include_router(module.router)
     app.include_router(web_ui.router)  # the web UI at /, its assets and calls under /ui
 

@@ -25,6 +25,7 @@ def _names(text: str | None) -> set[str] | None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from leoflow.dagfile.asset_warnings import unproduced_assets
     from leoflow.dagfile.loader import LoadOptions, load_dag_folder
     from leoflow.dbt.project import expander
 
@@ -35,14 +36,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
         known_pools=known_pools, passthrough=_names(args.passthrough), dbt=expander()
     )
     result = load_dag_folder(Path(args.path), options)
+    warnings = unproduced_assets(result)
     if args.json:
         from leoflow.commands.json_out import validate_document
 
         document = validate_document(result)
+        document["warnings"] = [
+            {"file": path, "line": p.line, "field": p.field, "message": p.message}
+            for path, p in warnings
+        ]
         print_json(document)
         return EXIT_OK if document["valid"] else EXIT_FAILED
     for error in result.errors:
         print(error, file=sys.stderr)
+    for path, problem in warnings:
+        print(problem.render(path), file=sys.stderr)
     for dag_id, loaded in sorted(result.dags.items()):
         tasks = plural(len(loaded.spec.tasks), "task")
         print(printable(f"ok  {dag_id}  ({tasks})  {loaded.path}"))
@@ -134,7 +142,17 @@ def cmd_next(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     spec = loaded.spec
     if spec.schedule is None:
-        print(f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr)
+        if spec.asset_schedule is not None:
+            assets = ", ".join(spec.schedule_assets())
+            print(
+                f"DAG {spec.dag_id} has no cron: it runs when its assets have new events "
+                f"({assets}; see leoflow assets why {spec.dag_id})",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr
+            )
         return EXIT_FAILED
     zone = ZoneInfo(spec.timezone)
     fires = next_fires(spec, after, args.n)

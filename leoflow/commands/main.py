@@ -38,9 +38,21 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         run.add_parser(sub)
         return parser
     # Here, not at the top: `leoflow agent` (a task pod's entry) must not pay for them.
-    from leoflow.commands import backfill, dags, db, lite, logs, pools, roles, run, runs, tasks
+    from leoflow.commands import (
+        assets,
+        backfill,
+        dags,
+        db,
+        lite,
+        logs,
+        pools,
+        roles,
+        run,
+        runs,
+        tasks,
+    )
 
-    for group in (dags, run, lite, db, logs, runs, tasks, pools, roles):
+    for group in (dags, run, lite, db, logs, runs, tasks, pools, roles, assets):
         group.add_parser(sub)
     backfill.add_backfill_command(sub)
     sub.add_parser("agent", help="the task agent (runs inside task pods and Lite)", add_help=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from leoflow.domain.assets.condition import ScheduleError, parse_schedule
 from leoflow.domain.dag import DagSpec, TaskFields, TaskSpec
 
 
@@ -82,3 +83,15 @@ def unknown_upstreams(
                 loc = ("tasks", str(task_id), "depends_on", str(index))
                 out.append((loc, f"unknown task {upstream!r} (tasks in this DAG: {names})"))
     return out
+
+
+def schedule_problems(raw: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str]]:
+    """A ``schedule`` mapping's problems at their own field path (the spec's check says
+    them too, but at the schedule as a whole)."""
+    if "asset_schedule" in raw:
+        return [(("asset_schedule",), "unknown field; write schedule: {assets: [...]}")]
+    try:
+        parse_schedule(raw.get("schedule"))
+    except ScheduleError as exc:
+        return [(("schedule", *exc.loc), exc.message)]
+    return []

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from leoflow.dagfile.cycles import cycle_text, find_cycle
-from leoflow.dagfile.hints import did_you_mean, unknown_upstreams
+from leoflow.dagfile.hints import did_you_mean, schedule_problems, unknown_upstreams
 from leoflow.dagfile.notify_secrets import missing_webhook_secrets
 from leoflow.dagfile.walk import list_folder, refusal
 from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
@@ -282,6 +282,7 @@ def _validate(
         problems.extend(
             problem(("tasks", str(k)), "expected a mapping of task fields") for k in bad
         )
+    problems += [problem(loc, message) for loc, message in schedule_problems(raw)]
     dbt_tasks: dict[str, dict[str, Any]] = {}
     dbt_graph: dict[str, Any] | None = None
     if not problems and "dbt" in raw and isinstance(tasks_raw, dict):

@@ -38,6 +38,49 @@ QUANTITY = {
     "description": "a Kubernetes quantity such as 500m, 2, 1Gi or 512Mi",
 }
 QUANTITY_FIELDS = {"cpu", "memory", "ephemeral_storage"}
+_ASSET = {"type": "string", "minLength": 1, "description": "an asset URI or a plain name"}
+_CONDITION: dict[str, Any] = {
+    "anyOf": [
+        {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/AssetCondition"}},
+        {
+            "type": "object",
+            "properties": {
+                "all": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/AssetCondition"}}
+            },
+            "required": ["all"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "any": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/AssetCondition"}}
+            },
+            "required": ["any"],
+            "additionalProperties": False,
+        },
+    ],
+    "description": "a list (all of), {all: [...]} or {any: [...]}, nested as needed",
+}
+_ASSET_CONDITION = {
+    "anyOf": [_ASSET, *_CONDITION["anyOf"]],
+    "description": _CONDITION["description"],
+}
+SCHEDULE = {
+    "anyOf": [
+        {"type": "string", "description": "a cron expression"},
+        {
+            "type": "object",
+            "properties": {
+                "cron": {"type": "string", "description": "a cron expression"},
+                "assets": {"$ref": "#/$defs/AssetCondition"},
+            },
+            "minProperties": 1,
+            "additionalProperties": False,
+            "description": "assets: a run once they have new events; with cron, either fires",
+        },
+        {"type": "null"},
+    ]
+}
 # YAML reads `WORKERS: 4` as a number; the loader makes every env value a string.
 ENV_VALUE = {"type": ["string", "number", "boolean"]}
 
@@ -91,6 +134,8 @@ def dag_file_schema() -> dict[str, Any]:
         "description": "any task field, applied where a task is silent",
     }
     props["pools"]["additionalProperties"] = False
+    props.pop("asset_schedule")  # written as schedule: {assets: ...}
+    props["schedule"] = SCHEDULE
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "leoflow.yaml",
@@ -100,7 +145,7 @@ def dag_file_schema() -> dict[str, Any]:
         "required": ["dag_id"],
         "anyOf": [{"required": ["tasks"]}, {"required": ["dbt"]}],
         "additionalProperties": False,
-        "$defs": dict(sorted(defs.items())),
+        "$defs": dict(sorted({**defs, "AssetCondition": _ASSET_CONDITION}.items())),
     }
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -19,6 +20,8 @@ from pydantic import (
     model_validator,
 )
 
+from leoflow.domain.assets.condition import condition_uris, parse_condition, parse_schedule
+from leoflow.domain.assets.uri import MAX_URI_CHARS, normalize_uri
 from leoflow.domain.cron import CronError, CronSchedule, check_timezone
 from leoflow.domain.dbt import DbtSpec
 from leoflow.domain.durations import parse_duration
@@ -133,6 +136,28 @@ EnvVars = Annotated[dict[str, str], BeforeValidator(_env)]
 SecretName = Annotated[str, Field(pattern=SECRET_NAME_PATTERN)]
 
 
+def _uri_list(value: object) -> object:
+    if isinstance(value, list | tuple):
+        return value
+    raise ValueError(f"expected a list of asset URIs or names, got {_short(value)}")
+
+
+def _unique(value: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(value))
+
+
+# Normalised as they are read (leoflow.domain.assets.uri): two spellings, one asset.
+AssetUri = Annotated[
+    str,
+    BeforeValidator(normalize_uri),
+    Field(
+        max_length=MAX_URI_CHARS,
+        description="an asset URI (s3://bucket/key, duckdb://db/schema.table) or a plain name",
+    ),
+]
+AssetUris = Annotated[tuple[AssetUri, ...], BeforeValidator(_uri_list), AfterValidator(_unique)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
@@ -221,6 +246,11 @@ class TaskSpec(_Strict):
     # One task instance per item (leoflow/domain/mapping.py); not a default, per task.
     map_over: MapOver | None = None
     max_map_items: int = Field(DEFAULT_MAX_MAP_ITEMS, ge=1, le=MAX_MAP_ITEMS)
+    # Assets (URIs or plain names) the task writes and reads: its success records an
+    # event per produced asset, which DAGs scheduled on that asset wait for. Per task
+    # only: not a default, since one asset has its own producers.
+    produces: AssetUris = ()
+    consumes: AssetUris = ()
 
     @property
     def max_tries(self) -> int:
@@ -248,7 +278,10 @@ PoolName = Annotated[str, Field(pattern=POOL_NAME_PATTERN)]
 class DagSpec(_Strict):
     dag_id: Annotated[str, Field(pattern=DAG_ID_PATTERN)]
     description: str | None = None
+    # A cron expression; ``schedule: {assets: ..., cron: ...}`` in a file is split into
+    # this and ``asset_schedule`` (leoflow.domain.assets.condition) as it is read.
     schedule: OneLine | None = None
+    asset_schedule: dict[str, Any] | None = None
     timezone: OneLine = "UTC"
     start_date: datetime | None = None
     catchup: bool = False
@@ -271,6 +304,25 @@ class DagSpec(_Strict):
     dbt: DbtSpec | None = None
     # Kubernetes-only behaviour of the whole DAG (warm pods: leoflow/domain/warm_pods.py).
     kubernetes: KubernetesSection | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_schedule(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("schedule"), dict):
+            if "asset_schedule" in data:
+                raise ValueError("asset_schedule is set from schedule.assets, not on its own")
+            cron, condition = parse_schedule(data["schedule"])
+            data = {**data, "schedule": cron, "asset_schedule": condition}
+        return data
+
+    @field_validator("asset_schedule")
+    @classmethod
+    def _check_assets(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else parse_condition(value)
+
+    def schedule_assets(self) -> list[str]:
+        """The assets the DAG's schedule names (none without an asset schedule)."""
+        return [] if self.asset_schedule is None else condition_uris(self.asset_schedule)
 
     @field_validator("schedule")
     @classmethod

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from leoflow.domain.dbt_assets import adapter_of, node_assets
 from leoflow.domain.dbt_compact import compact_graph, compact_problem
 from leoflow.domain.dbt_graph import Graph, SelectorError, select
 from leoflow.domain.dbt_ids import TESTS_TASK, task_ids
@@ -217,6 +218,12 @@ def _is_ephemeral(graph: Graph, uid: str) -> bool:
     )
 
 
+def _is_relation(graph: Graph, uid: str) -> bool:
+    """A node a table or view stands for: a source, or a runnable node not ephemeral."""
+    kind = graph.resource_type(uid)
+    return kind == "source" or (kind in RUNNABLE and not _is_ephemeral(graph, uid))
+
+
 def _sources_read(graph: Graph, uid: str) -> set[str]:
     """Sources ``uid`` reads, directly or through ephemeral models."""
     return _read_through_ephemeral(graph, uid, lambda up: graph.resource_type(up) == "source")
@@ -322,6 +329,7 @@ def expand(
                 gates.setdefault(next(iter(tested)), []).append(uid)
 
     selectors_of: dict[str, list[str]] = {}
+    adapter = adapter_of(manifest)
 
     def add(task_id: str, verb: str, selectors: list[str], deps: set[str]) -> None:
         selectors_of[task_id] = selectors
@@ -339,6 +347,8 @@ def expand(
         for source in _sources_read(graph, uid):
             deps.update(feeds.get(source, ()))
         add(ids[uid], _VERB[graph.resource_type(uid)], [_select_arg(graph, uid)], deps)
+        reads = _read_through_ephemeral(graph, uid, lambda up: _is_relation(graph, up))
+        out.tasks[ids[uid]].update(node_assets(graph, adapter, uid, reads))
     if spec.tests == "after_model":
         for uid in sorted(tests):
             deps = {ids[up] for up in parents_of[uid]}

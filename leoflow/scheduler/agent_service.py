@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from leoflow.aio import stages
+from leoflow.domain.assets.events import (
+    ASSET_RUN_PREFIX,
+    TRIGGERING_ENV,
+    produced_events,
+    triggering_json,
+)
 from leoflow.domain.backfill import run_env
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dag import DagSpec, TaskSpec
@@ -45,7 +51,9 @@ from leoflow.scheduler.ticket_batch import TicketBatcher
 from leoflow.secrets import SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
+from leoflow.store.asset_events import TaskAssetEvent
 from leoflow.store.diskfull import StoreFull
+from leoflow.store.rows import TaskChange
 
 log = logging.getLogger("leoflow.scheduler.agent")
 
@@ -227,14 +235,21 @@ class SchedulerBackend:
         if row is None or row.try_number != s.try_number or row.state not in _LIVE:
             raise SessionRefused("the task instance no longer accepts this try's outcome")
         task = await self._task_spec(s.dag_id, s.task_id, s.ti_pk)
+        made: list[tuple[str, str | None]] = []
+        if reason == EndReason.SUCCESS and task is not None and task.produces:
+            made, problem = produced_events(task.produces, output)
+            if problem:
+                reason, message = EndReason.OUTPUT_INVALID, problem
+        events = [
+            TaskAssetEvent(s.ti_pk, s.try_number, s.dag_id, s.run_id, s.task_id, *e) for e in made
+        ]
         tries: dict[str, Any] = {"try_number": row.try_number, "max_tries": row.max_tries}
         tries["retry_delay"] = task.retry_delay if task is not None else 0.0
         new, fields = end_of_try(reason, exit_code=code, message=message, at=now, **tries)
         if new is TaskState.SUCCESS:
             fields["output"] = output
-        done = await self._store.transition_task(
-            s.ti_pk, row.state, new, epoch=None, expected_try=s.try_number, **fields
-        )
+        change = TaskChange(s.ti_pk, row.state, new, s.try_number, fields)
+        done = await self._store.transition_task_with_events(change, events, epoch=None)
         if not done:
             raise SessionRefused("the task instance changed while its outcome was recorded")
 
@@ -254,7 +269,17 @@ class SchedulerBackend:
         return True
 
     async def _run_env(self, s: TaskSession) -> dict[str, str]:
-        """The run's logical date and data interval, as the task's environment."""
+        """The run's logical date and data interval, and the asset events that triggered
+        it, as the task's environment."""
+        env = await self._dates_env(s)
+        if s.run_id.startswith(ASSET_RUN_PREFIX):
+            row = await self._store.find_run(s.dag_id, s.run_id)
+            if row is not None and row.run_type == "asset":
+                events = await self._store.run_asset_events(row.pk)
+                env[TRIGGERING_ENV] = triggering_json([e.as_json() for e in events])
+        return env
+
+    async def _dates_env(self, s: TaskSession) -> dict[str, str]:
         scheduler = self._scheduler()
         ti = scheduler.task(s.ti_pk) if scheduler is not None else None
         run = scheduler.run_of(ti) if scheduler is not None and ti is not None else None

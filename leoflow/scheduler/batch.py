@@ -8,6 +8,7 @@ from typing import Any
 from leoflow.domain.execution import Launch
 from leoflow.domain.states import RunState
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
+from leoflow.store.asset_events import TaskAssetEvent
 from leoflow.store.rows import TaskChange
 
 
@@ -27,3 +28,5 @@ class Batch:
     tickets: list[tuple[str, int, int]] = field(default_factory=list)
     finished_runs: list[RunMirror] = field(default_factory=list)
     notes: list[tuple[int, int, str | None, str | None]] = field(default_factory=list)
+    # Recorded with the successes they belong to, in the same transaction.
+    asset_events: list[TaskAssetEvent] = field(default_factory=list)

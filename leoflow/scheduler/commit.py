@@ -47,7 +47,9 @@ class GroupCommit:
             for run, expected, new, fields in batch.run_changes
         ]
         stored_tickets = batch.tickets if self.local_tickets is None else []
-        if batch.changes or stored_tickets or runs or logs or batch.notes:
+        if (
+            batch.changes or stored_tickets or runs or logs or batch.notes
+        ):  # asset events ride on changes
             # The runs' changes ride in the tasks' transaction: a run's start and end
             # were a transaction each, two of a small run's handful.
             results, run_results = await self.store.commit_batch(
@@ -58,6 +60,7 @@ class GroupCommit:
                 tickets_expire_at=self._clock() + self.ticket_ttl,
                 logs=logs,
                 notes=batch.notes,
+                asset_events=batch.asset_events,
             )
             stale = {
                 change.ti_pk for change, ok in zip(batch.changes, results, strict=True) if not ok

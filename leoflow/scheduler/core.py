@@ -39,6 +39,7 @@ from leoflow.domain.execution import (
 from leoflow.domain.reasons import EndReason
 from leoflow.domain.states import RUN_TERMINAL
 from leoflow.scheduler import metrics
+from leoflow.scheduler.asset_runs import AssetRuns
 from leoflow.scheduler.backfills import BackfillDriver
 from leoflow.scheduler.batch import Batch
 from leoflow.scheduler.book import LIVE, Book, RunHook, TaskHook
@@ -179,7 +180,10 @@ class Scheduler:
         self.notifications = Notifications()
         self._last_poll = 0.0
         self._ticks = 0  # ticks so far (the stage trace numbers them)
-        self._poll = StorePoll(store, self._follower, self._creation, self._backfills, self._clears)
+        asset_runs = AssetRuns(store, self.book, self._creation, epoch)
+        self._poll = StorePoll(
+            store, self._follower, self._creation, self._backfills, self._clears, asset_runs
+        )
         self._stepped = SteppedPoll()  # the poll in progress, a step per tick (poll_steps)
         self._stopping = False
         self.failure: BaseException | None = None

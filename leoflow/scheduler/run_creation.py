@@ -22,7 +22,7 @@ from leoflow.scheduler.dag_faults import RETRY_AFTER, DagFaults
 from leoflow.scheduler.mirror import RunMirror
 from leoflow.store import Store
 from leoflow.store.errors import RunExists
-from leoflow.store.rows import RunRow, TaskSeed
+from leoflow.store.rows import RunRow, TaskInstanceRow, TaskSeed
 
 log = logging.getLogger("leoflow.scheduler")
 
@@ -34,6 +34,16 @@ class RunOptions(TypedDict, total=False):
     run_id: str | None
     logical_date: float | None
     run_type: str
+
+
+def task_seeds(spec: DagSpec, conf: dict[str, Any] | None) -> list[TaskSeed]:
+    """The task instances a new run of ``spec`` starts with (a conf may select some)."""
+    keep = run_tasks(spec, conf)  # RunSelectionError: the caller's to say
+    return [
+        TaskSeed(t.task_id, t.pool, t.pool_slots, t.priority, t.max_tries)
+        for t in spec.tasks.values()
+        if keep is None or t.task_id in keep
+    ]
 
 
 class RunCreation:
@@ -60,6 +70,11 @@ class RunCreation:
         self._catchup_capped: set[str] = set()
         self._faults = DagFaults(store)
 
+    @property
+    def faults(self) -> DagFaults:
+        """Where a DAG's scheduling errors are said (and cleared once it recovers)."""
+        return self._faults
+
     def schedule_changed(self, dag_id: str) -> None:
         """A new spec: work out its next fire time again."""
         self._cron_due.forget(dag_id)
@@ -70,12 +85,7 @@ class RunCreation:
             raise KeyError(f"unknown DAG {dag_id!r}")
         run_type = LOCAL_RUN_TYPE if self.config.solo else options.get("run_type", "manual")
         logical_date = options.get("logical_date")
-        keep = run_tasks(spec, options.get("conf"))  # RunSelectionError: the caller's to say
-        seeds = [
-            TaskSeed(t.task_id, t.pool, t.pool_slots, t.priority, t.max_tries)
-            for t in spec.tasks.values()
-            if keep is None or t.task_id in keep
-        ]
+        seeds = task_seeds(spec, options.get("conf"))
         row, tis = await self.store.create_run_with_tasks(
             dag_id,
             options.get("run_id"),  # None: the store makes one up
@@ -85,12 +95,16 @@ class RunCreation:
             tasks=seeds,
             epoch=self.epoch,
         )
+        self.adopt(row, spec, tis)
+        return row
+
+    def adopt(self, row: RunRow, spec: DagSpec, tis: list[TaskInstanceRow]) -> None:
+        """A run just created: into the book, and the loop woken to start it."""
         # The loop may have picked the new run up from the store while we awaited;
         # its mirror may already be ahead of these rows.
         if row.pk not in self.book.runs:
             self.book.adopt(row, spec, tis)
         self._wake()
-        return row
 
     # --------------------------------------------------------------------- cron
 

@@ -6,7 +6,8 @@ new runs (API triggers, cleared runs) and runs that ended under us (API cancels)
 then the clear requests the API recorded for running runs. It first takes the
 store's change marker (``store.change_probe``); while the marker stays what it was
 before the last full poll, nothing those reads follow was committed since, and a
-poll does only what the clock moves: cron. Where the marker does not cover task
+poll does only what the clock moves: cron. New asset events are writes, so asset-triggered
+runs are made by a full poll. Where the marker does not cover task
 instances (PostgreSQL: ``covers_tasks`` is False) the live tries' rows are still
 read every poll, for what other replicas' agent endpoints wrote (their starts,
 heartbeats and ends); with no live try that read costs nothing.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from leoflow.scheduler.asset_runs import AssetRuns
 from leoflow.scheduler.backfills import BackfillDriver
 from leoflow.scheduler.clears import ClearDesk
 from leoflow.scheduler.follow import StoreFollower
@@ -34,12 +36,14 @@ class StorePoll:
         creation: RunCreation,
         backfills: BackfillDriver,
         clears: ClearDesk,
+        asset_runs: AssetRuns,
     ) -> None:
         self._store = store
         self._follower = follower
         self._creation = creation
         self._backfills = backfills
         self._clears = clears
+        self._asset_runs = asset_runs
         self._marker: int | None = None  # store.changes before the last full poll
 
     def forget(self) -> None:
@@ -65,6 +69,8 @@ class StorePoll:
         await self._follower.sync_definitions()
         yield
         await self._creation.create_due_runs()
+        yield
+        await self._asset_runs.create_triggered()  # events are writes: only a full poll
         yield
         await self._backfills.advance()
         yield

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable
 
 from leoflow.aio import stages
+from leoflow.domain.assets.events import produced_events
 from leoflow.domain.backfill import run_env
 from leoflow.domain.credentials import issue_ticket
 from leoflow.domain.execution import ExecutorEvent, Launch, LaunchWaiting, TaskFinished, TaskStarted
@@ -23,6 +24,7 @@ from leoflow.scheduler.book import LIVE, Book
 from leoflow.scheduler.mapping import Expansions
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.outputs import launch_problem, mirror_inputs
+from leoflow.store.asset_events import TaskAssetEvent
 from leoflow.store.rows import TaskChange
 
 log = logging.getLogger("leoflow.scheduler")
@@ -77,7 +79,13 @@ class Transitions:
         if ti.state not in LIVE:
             return
         was_running = ti.state is TaskState.RUNNING
-        spec = self.book.runs[ti.run_pk].spec.tasks.get(ti.task_id)
+        run = self.book.runs[ti.run_pk]
+        spec = run.spec.tasks.get(ti.task_id)
+        events: list[tuple[str, str | None]] = []
+        if reason == EndReason.SUCCESS and spec is not None and spec.produces:
+            events, problem = produced_events(spec.produces, output)
+            if problem:
+                reason, message = EndReason.OUTPUT_INVALID, problem
         new, fields = end_of_try(
             reason,
             try_number=ti.try_number,
@@ -90,6 +98,10 @@ class Transitions:
         )
         if new is TaskState.SUCCESS:
             fields["output"] = output  # None too: an earlier try's output is gone
+            batch.asset_events += [
+                TaskAssetEvent(ti.pk, ti.try_number, run.dag_id, run.run_id, ti.task_id, u, x)
+                for u, x in events
+            ]
         self.book.move(ti, new, batch, **fields)
         if was_running:
             metrics.RUNNING.dec()

@@ -85,9 +85,15 @@ class DagRecords(StoreBase):
         }
 
         def op(conn: Connection) -> bool:
-            return self._insert_one(conn, self._upsert_dag, params).first() is not None
+            changed = self._insert_one(conn, self._upsert_dag, params).first() is not None
+            if changed:
+                self._dag_stored(conn, dag_id, spec_json)
+            return changed
 
         return await self._write(op, None)
+
+    def _dag_stored(self, conn: Connection, dag_id: str, spec_json: str) -> None:
+        """More writes of a changed DAG's transaction (the asset records add theirs)."""
 
     async def get_dag(self, dag_id: str) -> DagRow | None:
         stmt = self._dag_select.where(_dag.dag_id == dag_id)

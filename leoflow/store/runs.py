@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,7 +24,7 @@ from leoflow.store.schema import dag_runs, task_instances
 
 RUN_FIELDS = frozenset({"started_at", "ended_at", "message"})
 # manual: triggered; scheduled: cron; local: created and driven by one `leoflow run` process.
-RUN_TYPES = ("manual", "scheduled", "local", "backfill")
+RUN_TYPES = ("manual", "scheduled", "local", "backfill", "asset")
 
 _run = dag_runs.c
 
@@ -140,7 +140,9 @@ class RunRecords(StoreBase):
         epoch: int | None,
         *,
         read_back: bool,
+        also: Callable[[Connection, int], None] | None = None,
     ) -> tuple[RunRow, list[TaskInstanceRow]]:
+        """``also(conn, run_pk)``: more writes of the run's transaction (raise to undo it)."""
         if run_type not in RUN_TYPES:
             raise ValueError(f"run_type must be one of {', '.join(RUN_TYPES)}, not {run_type!r}")
         task_ids = [seed.task_id for seed in tasks]
@@ -168,6 +170,8 @@ class RunRecords(StoreBase):
                     break
             else:  # ON CONFLICT DO NOTHING: the transaction is still good to go on
                 raise RunExists(dag_id, chosen)
+            if also is not None:
+                also(conn, int(pk))
             if tasks:
                 self._insert_many(conn, self._insert_tis, _seed_rows(tasks, pk, dag_id, chosen, at))
             tis = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD_REVISION = "0009_mark_requests"
+HEAD_REVISION = "asset_events"
 VERSION_TABLE = "alembic_version"
 
 # SQLite wants INTEGER PRIMARY KEY (a rowid alias); PostgreSQL gets BIGSERIAL.
@@ -249,4 +249,67 @@ clear_requests = sa.Table(
     sa.Column("upstream", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Index("ix_clear_requests_applied_at", "applied_at"),
     sqlite_autoincrement=True,
+)
+
+# Assets (migration asset_events; leoflow/store/assets.py). Which DAG's task produces or
+# consumes each asset, or which DAG is scheduled on it (role "schedule", task_id ""):
+# rewritten with the DAG's row.
+asset_refs = sa.Table(
+    "asset_refs",
+    metadata,
+    sa.Column("dag_id", sa.Text, primary_key=True),
+    sa.Column("uri", sa.Text, primary_key=True),
+    sa.Column("role", sa.Text, primary_key=True),
+    sa.Column("task_id", sa.Text, primary_key=True),
+    sa.Index("ix_asset_refs_uri", "uri"),
+)
+
+# One row per event: a producing task's success (one per asset, per try) or an external
+# producer's post (``idempotency_key`` makes a resent post one event).
+asset_events = sa.Table(
+    "asset_events",
+    metadata,
+    sa.Column("pk", PK, primary_key=True, autoincrement=True),
+    sa.Column("uri", sa.Text, nullable=False),
+    sa.Column("created_at", Time, nullable=False),
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("dag_id", sa.Text, nullable=True),
+    sa.Column("run_id", sa.Text, nullable=True),
+    sa.Column("task_id", sa.Text, nullable=True),
+    sa.Column("try_number", sa.Integer, nullable=True),
+    sa.Column("ti_pk", sa.BigInteger, nullable=True),
+    sa.Column("extra", sa.Text, nullable=True),
+    sa.Column("idempotency_key", sa.Text, nullable=True),
+    sa.Column("created_by", sa.Text, nullable=True),
+    sa.UniqueConstraint("idempotency_key", name="uq_asset_events_idempotency_key"),
+    sa.UniqueConstraint("ti_pk", "try_number", "uri", name="uq_asset_events_try_uri"),
+    sa.Index("ix_asset_events_uri_pk", "uri", "pk"),
+    sqlite_autoincrement=True,
+)
+
+# Per asset-scheduled DAG: the last event of each asset its runs consumed (``cursors``,
+# JSON {uri: event pk}; ``floor_event_pk`` for an asset not in it: the events before the
+# DAG was scheduled on assets never count), compare-and-set on ``version`` in the
+# transaction that creates the run.
+asset_triggers = sa.Table(
+    "asset_triggers",
+    metadata,
+    sa.Column("dag_id", sa.Text, primary_key=True),
+    sa.Column("floor_event_pk", sa.BigInteger, nullable=False),
+    sa.Column("cursors", sa.Text, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+)
+
+# The events that triggered an asset-triggered run (at most TRIGGER_EVENTS_KEPT per asset).
+asset_run_events = sa.Table(
+    "asset_run_events",
+    metadata,
+    sa.Column(
+        "run_pk",
+        PK,
+        sa.ForeignKey("dag_runs.pk", ondelete="CASCADE", name="fk_asset_run_events_run_pk"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    sa.Column("event_pk", sa.BigInteger, primary_key=True, autoincrement=False),
 )

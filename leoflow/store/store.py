@@ -12,6 +12,7 @@ epoch row is locked FOR SHARE (PostgreSQL) or the whole database is write-locked
 
 from __future__ import annotations
 
+from leoflow.store.assets import AssetRecords
 from leoflow.store.dags import DagRecords
 from leoflow.store.logs import LogRecords
 from leoflow.store.office import OfficeRecords
@@ -26,6 +27,7 @@ from leoflow.store.tickets import TicketRecords
 
 class Store(
     OfficeRecords,
+    AssetRecords,  # before DagRecords: it adds to a DAG's write
     DagRecords,
     RunRecords,
     TaskInstanceRecords,
@@ -50,4 +52,5 @@ class Store(
     | retention (``prune``)            | ``retention`` |
     | overview pages' bounded reads    | ``overview``  |
     | a run page's filtered tasks      | ``run_tasks`` |
+    | assets, their events and triggers| ``assets``    |
     """

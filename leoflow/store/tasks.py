@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from leoflow.domain.states import RunState, TaskState, check_run_transition, check_task_transition
+from leoflow.store.asset_events import AssetEventWrites, TaskAssetEvent
 from leoflow.store.base import (
     Expanded,
     Positional,
@@ -93,7 +94,7 @@ def _try_in(state: TaskState) -> sa.Update:
     )
 
 
-class TaskInstanceRecords(TryRecords):
+class TaskInstanceRecords(TryRecords, AssetEventWrites):
     def _build_statements(self) -> None:
         super()._build_statements()
         self._ti_by_pk = sa.select(task_instances).where(_ti.pk == sa.bindparam("b_pk"))
@@ -196,6 +197,13 @@ class TaskInstanceRecords(TryRecords):
         """Compare-and-set one task instance's state (and its try, if given);
         False if the row was not in ``expected`` (or not on ``expected_try``)."""
         change = TaskChange(ti_pk, TaskState(expected), TaskState(new), expected_try, fields)
+        return await self.transition_task_with_events(change, (), epoch=epoch)
+
+    async def transition_task_with_events(
+        self, change: TaskChange, asset_events: Sequence[TaskAssetEvent], *, epoch: int | None
+    ) -> bool:
+        """``transition_task``; a success also records ``asset_events`` in its transaction."""
+        ti_pk, expected_try, fields = change.ti_pk, change.expected_try, change.fields
         check_task_transition(change.expected, change.new)
         check_fields(fields, TASK_FIELDS, "transition_task")
         keys = tuple(sorted(fields))
@@ -209,6 +217,8 @@ class TaskInstanceRecords(TryRecords):
                 # Under the write transaction, and undone with it if the CAS loses.
                 self._keep_row_try(conn, ti_pk)
             if conn.execute(stmt, params).rowcount == 1:
+                if change.new is TaskState.SUCCESS:
+                    self._insert_task_events(conn, asset_events)
                 return True
             if keeps:
                 raise _Lost
@@ -249,6 +259,7 @@ class TaskInstanceRecords(TryRecords):
         tickets_expire_at: float = 0.0,
         logs: Sequence[LogEntry] = (),
         notes: Sequence[tuple[int, int, str | None, str | None]] = (),
+        asset_events: Sequence[TaskAssetEvent] = (),
     ) -> tuple[list[bool], list[bool]]:
         """``transition_tasks`` and runs' compare-and-sets (``transition_run``'s, in
         order, after the tasks') in the same transaction: a tick's commit. A run's
@@ -351,6 +362,10 @@ class TaskInstanceRecords(TryRecords):
                             f"batch transition updated {result.rowcount} rows, "
                             f"expected {len(batch)}"
                         )
+            succeeded = {
+                pk for pk, (state, _, _) in changed.items() if state == TaskState.SUCCESS.value
+            }
+            self._insert_task_events(conn, [e for e in asset_events if e.ti_pk in succeeded])
             if ticket_rows:  # the launches' tickets, in the same transaction
                 self._insert_many(conn, self._launch_tickets, ticket_rows)
             write_log_rows(conn, logs, sqlite=self._sqlite)

@@ -1,0 +1,1 @@
+"""Assets: data a task produces or consumes, named by URI, and what their events trigger."""
