@@ -124,7 +124,9 @@ async def test_to_a_day_includes_that_day_in_the_cli_the_api_and_the_ui(
         assert planned.status_code == 200, planned.text
         assert planned.json()["logical_dates"] == expected
     ui = (REPO / "leoflow/api/ui/static/ui.js").read_text()
-    assert "end: to || null" in ui  # the page sends the day as typed; the API reads it
+    # The page sends the day's last instant in the zone it shows dates in (checked in a
+    # browser by tests/e2e/test_web_ui_details.py); in UTC that is the API's reading.
+    assert "zonedToUtc(y, mo, d, 23, 59, 59, zone).getTime() + 999" in ui
 
 
 async def test_backfill_json_prints_one_document(
