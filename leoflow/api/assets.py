@@ -14,10 +14,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from leoflow.api.auth import Operator, Viewer
-from leoflow.api.backfills import UnprocessableOut
 from leoflow.api.context import ApiContext, Ctx
 from leoflow.api.lookup import spec_of
-from leoflow.api.schemas import ErrorOut
+from leoflow.api.schemas import ErrorOut, UnprocessableOut
 from leoflow.domain.assets.events import extra_problem, extra_text
 from leoflow.domain.assets.refs import CONSUMES, PRODUCES, SCHEDULE
 from leoflow.domain.assets.uri import AssetUriError, normalize_uri

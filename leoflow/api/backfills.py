@@ -17,7 +17,7 @@ from pydantic import BeforeValidator, Field, field_validator
 from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import Ctx
 from leoflow.api.lookup import dag_or_404, spec_of
-from leoflow.api.schemas import ErrorOut, RunOut, _In, _Out, run_out, ts
+from leoflow.api.schemas import ErrorOut, RunOut, UnprocessableOut, _In, _Out, run_out, ts
 from leoflow.domain.backfill import BackfillError, plan_backfill, range_bound, select_points
 from leoflow.domain.timebounds import OutOfRange, check_moment
 from leoflow.store.backfill_pages import (
@@ -38,12 +38,6 @@ from leoflow.store.backfills import (
 )
 
 router = APIRouter(prefix="/api/v1", tags=["backfills"])
-
-
-class UnprocessableOut(_Out):
-    """A request field FastAPI refused (a list), or a range Leoflow refused (a sentence)."""
-
-    detail: str | list[dict[str, Any]]
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {

@@ -19,7 +19,7 @@ from leoflow.api.context import ApiContext, Ctx
 from leoflow.api.log_lines import SHOWN_BYTES, Found, search
 from leoflow.api.logs import try_is_over
 from leoflow.api.lookup import task_or_404
-from leoflow.api.schemas import ErrorOut
+from leoflow.api.schemas import ErrorOut, UnprocessableOut
 from leoflow.store.rows import TaskInstanceRow
 
 router = APIRouter(prefix="/api/v1/dags/{dag_id}/runs/{run_id}/tasks", tags=["logs"])
@@ -95,7 +95,7 @@ async def search_log(
 @router.get(
     "/{task_id}/logs/{try_number}/search",
     response_model=LogSearchOut,
-    responses={404: {"model": ErrorOut}, 422: {"model": ErrorOut}},
+    responses={404: {"model": ErrorOut}, 422: {"model": UnprocessableOut}},
     summary="Search a try's log: the matching lines, with their numbers",
 )
 async def search_try_log(

@@ -398,3 +398,9 @@ class Health(_Out):
 
 class ErrorOut(_Out):
     detail: str
+
+
+class UnprocessableOut(_Out):
+    """A request field FastAPI refused (a list), or a value Leoflow refused (a sentence)."""
+
+    detail: str | list[dict[str, Any]]

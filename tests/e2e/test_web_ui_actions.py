@@ -229,13 +229,17 @@ def test_a_thousand_task_page_is_light_and_its_live_updates_send_what_changed(
             [new TextEncoder().encode(e.data).length, JSON.parse(e.data)])); }"""
     )
     (tmp_path / "big-gate").touch()  # the tasks run on: the grid's squares change
-    page.wait_for_function("() => window.__updates.length >= 6", timeout=WAIT)
+    # Until the page shows the run's end: however fast the run went (a quiet machine
+    # runs the 1,000 tasks in a few updates), every update it took is recorded.
+    expect(page.locator("#graph g.node[data-state=success]")).to_have_count(1000, timeout=WAIT)
     updates = page.evaluate("() => window.__updates")
+    assert updates, "no live update arrived while the run went on"
     sizes = [size for size, _ in updates]
     assert max(sizes) < UPDATE_BOUND, f"live updates of {sizes} bytes"
     # Squares were sent, not grids; nodes that changed, not the graph.
     assert sum(len(u.get("cells", [])) for _, u in updates) > 0
-    assert not any("grid" in u.get("regions", {}) for _, u in updates)
+    # The grid whole at most once: the run's end changes its frame (the column head).
+    assert sum("grid" in u.get("regions", {}) for _, u in updates) <= 1
     assert all(len(u.get("nodes", {})) < 1000 for _, u in updates)
     # The browser applies them: squares turn green in place while the run goes on.
     expect(page.locator("table.grid a.sq.s-success").first).to_be_visible(timeout=WAIT)
