@@ -51,6 +51,7 @@ from leoflow.scheduler.config import (
 )
 from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.follow import StoreFollower
+from leoflow.scheduler.lineage import Lineage
 from leoflow.scheduler.local_tickets import LocalTickets
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mapping import Expander
@@ -171,6 +172,9 @@ class Scheduler:
         self._deadlines = DeadlineWatch(self)
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
+        # OpenLineage events; off until the runtime sets one up from the settings.
+        self.lineage = Lineage()
+        self._follower.ended_elsewhere = lambda *args: self.lineage.ended_elsewhere(*args)
         self._last_poll = 0.0
         asset_runs = AssetRuns(store, self.book, self._creation, epoch)
         self._poll = StorePoll(
@@ -216,6 +220,7 @@ class Scheduler:
             task.cancel()
         await self._logs.stop()
         await self.notifications.stop()
+        await self.lineage.stop()
 
     def watch(self, on_task: TaskHook | None = None, on_run: RunHook | None = None) -> None:
         """Be told of every change the scheduler makes in its book (the console's view)."""
@@ -399,6 +404,7 @@ class Scheduler:
         self._steps.admit(now, batch)
         self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
+        lineage = self.lineage.collect(batch, self.book.runs, now)
         try:
             await self._commit.flush(batch)
         except BaseException as exc:
@@ -414,6 +420,7 @@ class Scheduler:
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
         self.notifications.emit(deliveries)
+        self.lineage.emit(lineage)
         for ti_pk, try_number, reason in batch.cancels:
             self._cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:
