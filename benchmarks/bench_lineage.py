@@ -46,7 +46,12 @@ def _spec(tasks: int) -> DagSpec:
         {
             "dag_id": "d",
             "tasks": {
-                f"t{i}": {"command": "true", "produces": [f"s3://b/t{i}"], "consumes": ["raw"]}
+                f"t{i}": {
+                    "task_id": f"t{i}",
+                    "command": "true",
+                    "produces": [f"s3://b/t{i}"],
+                    "consumes": ["raw"],
+                }
                 for i in range(tasks)
             },
         }
