@@ -16,7 +16,7 @@ import jinja2
 from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
-from leoflow.api.ui import backfill_views, gantt, present, run_views, views, waiting
+from leoflow.api.ui import asset_views, backfill_views, gantt, present, run_views, views, waiting
 from leoflow.api.ui.session import Session
 from leoflow.domain.states import TASK_TERMINAL
 
@@ -48,7 +48,8 @@ async def _dags(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str])
 async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
     runs = _int(q, "runs", None, 1, 50)
     before = _int(q, "before", None, 1, 2**62)
-    return await views.dag_view(ctx, a[0], q.get("run") or None, before, runs)
+    context = await views.dag_view(ctx, a[0], q.get("run") or None, before, runs)
+    return context | await asset_views.dag_waiting(ctx, a[0], s.principal)
 
 
 async def _run(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
@@ -91,6 +92,16 @@ async def _pools(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
     return await waiting.pools_view(ctx, s.principal)
 
 
+async def _assets(
+    ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
+) -> dict[str, Any]:
+    if a == ["one"]:
+        return await asset_views.asset_view(ctx, q.get("uri"))
+    if a == ["lineage"]:
+        return await asset_views.lineage_view(ctx)
+    return await asset_views.assets_view(ctx)
+
+
 @dataclass(frozen=True)
 class Page:
     name: str
@@ -109,6 +120,9 @@ PAGES = {
     "backfill": Page("backfill", "backfill.html", _backfill, ("bf_head", "bf_points")),
     "waiting": Page("waiting", "waiting.html", _waiting, ("wait_groups",)),
     "pools": Page("pools", "pools.html", _pools, ("pool_bars",)),
+    "assets": Page("assets", "assets.html", _assets, ("asset_rows",)),
+    "asset": Page("asset", "asset.html", _assets, ("asset_head", "asset_events")),
+    "lineage": Page("lineage", "lineage.html", _assets, ()),
 }
 
 
@@ -120,6 +134,9 @@ def resolve(path: str) -> tuple[Page, list[str]] | None:
         return PAGES["dags"], []
     if n == 1 and parts[0] in ("waiting", "pools"):
         return PAGES[parts[0]], []
+    if parts[0] == "assets" and n <= 2:
+        which = {1: "assets", 2: {"one": "asset", "lineage": "lineage"}.get(parts[-1])}[n]
+        return (PAGES[which], parts[1:]) if which else None
     if parts[0] != "dags":
         return None
     if n == 2:
