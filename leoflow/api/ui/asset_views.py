@@ -29,6 +29,10 @@ from leoflow.domain.graph_layout import layout_graph
 HISTORY = 50
 _LABEL_CHARS = 20
 _DAG, _ASSET = "dag\0", "asset\0"
+_ARROW = (
+    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+    'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" class="arrow"/></marker></defs>'
+)
 
 
 def asset_url(uri: str) -> str:
@@ -101,10 +105,16 @@ async def lineage_view(ctx: ApiContext) -> dict[str, Any]:
             f'<text class="ic" x="14" y="{n.height / 2 + 5}" text-anchor="middle">{icon}</text>'
             f'<text class="label" x="28" y="{n.height / 2 + 4.5}">{escape(label)}</text></g></a>'
         )
+    edges = "\n".join(_edge_path(e) for e in layout.edges)
+    w, h = layout.width, layout.height
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="Lineage of DAGs and '
+        f'assets" width="{w}" height="{h}" viewBox="0 0 {w} {h}">{_ARROW}'
+        f'<g class="viewport">{edges}\n{"".join(nodes)}</g></svg>'
+    )
     return {
         "layout": layout,
-        "edges": Markup("\n".join(_edge_path(e) for e in layout.edges)),
-        "nodes": Markup("\n".join(nodes)),
+        "svg": Markup(svg),
         "counts": (
             sum(n.startswith(_DAG) for n in upstreams),
             sum(n.startswith(_ASSET) for n in upstreams),
