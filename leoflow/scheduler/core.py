@@ -195,7 +195,10 @@ class Scheduler:
             await self._follower.sync_definitions()
             batch = await recover(self.store, self.book, self.executor, self._clock())
             if batch.changes:
+                # The tries the last scheduler left live end here: their lineage too.
+                lineage = self.lineage.collect(batch, self.book.runs, self._clock())
                 await self._commit.flush(batch)
+                self.lineage.emit(lineage)
         self._logs.start()
         self._loop_task = asyncio.create_task(self._loop(), name="leoflow-scheduler-loop")
         self.retention.start()

@@ -140,3 +140,31 @@ async def test_a_run_cancelled_through_the_store_aborts_its_live_tries_and_itsel
                     ("cut", "ABORT")]  # fmt: skip
     for event in hook.delivered():
         validate(event)
+
+
+async def test_a_try_the_last_scheduler_left_running_ends_with_a_fail_after_restart(
+    make_scheduler: SchedulerFactory, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    spec = dag(
+        f"dag_id: again\ntasks:\n  long: {{command: '[ -e {marker} ] || {{ touch {marker}; sleep 60; }}'}}\n"
+    )
+    async with WebhookServer() as hook:
+        first = await make_scheduler(spec)
+        wire(first, hook.url)
+        await first.start()
+        row = await first.trigger("again")
+        await until(lambda: len(hook.delivered()) == 2)  # the run's START and the try's
+        await first.stop()  # its try's process dies with it; the store still says running
+        second = await make_scheduler()
+        wire(second, hook.url)
+        await second.start()
+        async with asyncio.timeout(60):
+            done = await second.wait_run(row.pk)
+        assert done.state is RunState.SUCCESS
+        await until(lambda: len(hook.delivered()) == 6)
+    seen = [(e["job"]["name"], e["eventType"], e["run"]["runId"]) for e in hook.delivered()]
+    tries = [s for s in seen if s[0] == "again.long"]
+    assert [kind for _, kind, _ in tries] == ["START", "FAIL", "START", "COMPLETE"]
+    assert tries[0][2] == tries[1][2] != tries[2][2] == tries[3][2]  # try 1, then try 2
+    assert [kind for name, kind, _ in seen if name == "again"] == ["START", "COMPLETE"]
