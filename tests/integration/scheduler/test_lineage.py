@@ -146,9 +146,8 @@ async def test_a_try_the_last_scheduler_left_running_ends_with_a_fail_after_rest
     make_scheduler: SchedulerFactory, tmp_path: Path
 ) -> None:
     marker = tmp_path / "started"
-    spec = dag(
-        f"dag_id: again\ntasks:\n  long: {{command: '[ -e {marker} ] || {{ touch {marker}; sleep 60; }}'}}\n"
-    )
+    command = f"[ -e {marker} ] || {{ touch {marker}; sleep 60; }}"
+    spec = dag(f"dag_id: again\ntasks:\n  long: {{command: '{command}'}}\n")
     async with WebhookServer() as hook:
         first = await make_scheduler(spec)
         wire(first, hook.url)
