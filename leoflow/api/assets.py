@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from leoflow.api.auth import Operator, Viewer
+from leoflow.api.backfills import UnprocessableOut
 from leoflow.api.context import ApiContext, Ctx
 from leoflow.api.lookup import spec_of
 from leoflow.api.schemas import ErrorOut
@@ -27,7 +28,7 @@ router = APIRouter(prefix="/api/v1", tags=["assets"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut},
     409: {"model": ErrorOut},
-    422: {"model": ErrorOut},
+    422: {"model": UnprocessableOut},  # ours (a string) or FastAPI's (a list)
 }
 MAX_KEY_CHARS = 200
 Uri = Annotated[str, Query(min_length=1, max_length=2000)]
@@ -58,20 +59,20 @@ async def _assets(ctx: ApiContext, uri: str | None = None) -> list[dict[str, Any
     return list(by_uri.values())
 
 
-@router.get("/assets")
+@router.get("/assets", responses=_ERRORS)
 async def list_assets(ctx: Ctx, who: Viewer) -> dict[str, Any]:
     """Every asset a DAG names, with its producers, consumers, the DAGs scheduled on
     it and its last event."""
     return {"assets": await _assets(ctx)}
 
 
-@router.get("/assets/events")
+@router.get("/assets/events", responses=_ERRORS)
 async def list_events(
     ctx: Ctx,
     who: Viewer,
     uri: Annotated[str | None, Query(max_length=2000)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    before: Annotated[int | None, Query(ge=1)] = None,
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
 ) -> dict[str, Any]:
     """Events newest first (of one asset with ``uri``); ``before``: the last id of a page."""
     wanted = None if uri is None else _uri(uri)

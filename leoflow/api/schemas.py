@@ -42,6 +42,9 @@ class DagSummary(_Out):
     active: bool
     description: str | None
     schedule: str | None
+    asset_schedule: dict[str, Any] | None = Field(
+        None, description="schedule.assets as a tree of {all: [...]} / {any: [...]}, if any"
+    )
     timezone: str
     max_active_runs: int
     max_active_tasks: int
@@ -147,6 +150,7 @@ def dag_summary(row: DagRow, spec: DagSpec | None = None) -> DagSummary:
         active=row.active,
         description=spec.description if spec else None,
         schedule=spec.schedule if spec else None,
+        asset_schedule=spec.asset_schedule if spec else None,
         timezone=spec.timezone if spec else "UTC",
         max_active_runs=spec.max_active_runs if spec else 0,
         max_active_tasks=spec.max_active_tasks if spec else 0,

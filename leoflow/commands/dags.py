@@ -119,7 +119,17 @@ def cmd_next(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     spec = loaded.spec
     if spec.schedule is None:
-        print(f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr)
+        if spec.asset_schedule is not None:
+            assets = ", ".join(spec.schedule_assets())
+            print(
+                f"DAG {spec.dag_id} has no cron: it runs when its assets have new events "
+                f"({assets}; see leoflow assets why {spec.dag_id})",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"DAG {spec.dag_id} has no schedule: it runs only when triggered", file=sys.stderr
+            )
         return EXIT_FAILED
     zone = ZoneInfo(spec.timezone)
     fires = next_fires(spec, after, args.n)

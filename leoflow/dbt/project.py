@@ -191,7 +191,8 @@ def load_manifest(
     extra = f"{project.target}\0{project.executable}\0{hashlib.sha256(profiles).hexdigest()}"
     print_ = fingerprint(project.project_dir, extra)
     home = cache_dir / project.key()
-    cached = home / f"manifest-{print_.digest}.json"
+    # v2: the slim manifest keeps where each node is built (its asset, leoflow.domain.dbt_assets)
+    cached = home / f"manifest-v2-{print_.digest}.json"
     if cached.is_file():
         return _read(cached)
     shipped = project.project_dir / "target" / "manifest.json"
@@ -221,7 +222,7 @@ def _keep(manifest: dict[str, Any], home: Path, cached: Path) -> dict[str, Any]:
 
 _NODE_KEYS = (
     "resource_type", "name", "package_name", "fqn", "tags", "original_file_path", "source_name",
-    "version",
+    "version", "database", "schema", "alias", "identifier",
 )  # fmt: skip
 
 
@@ -234,7 +235,10 @@ def slim_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
         return out
 
     return {
-        "metadata": {"project_name": (manifest.get("metadata") or {}).get("project_name")},
+        "metadata": {
+            key: (manifest.get("metadata") or {}).get(key)
+            for key in ("project_name", "adapter_type")
+        },
         "nodes": {uid: slim(n) for uid, n in (manifest.get("nodes") or {}).items()},
         "sources": {uid: slim(n) for uid, n in (manifest.get("sources") or {}).items()},
     }

@@ -134,6 +134,12 @@ EnvVars = Annotated[dict[str, str], BeforeValidator(_env)]
 SecretName = Annotated[str, Field(pattern=SECRET_NAME_PATTERN)]
 
 
+def _uri_list(value: object) -> object:
+    if isinstance(value, list | tuple):
+        return value
+    raise ValueError(f"expected a list of asset URIs or names, got {_short(value)}")
+
+
 def _unique(value: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
@@ -147,7 +153,7 @@ AssetUri = Annotated[
         description="an asset URI (s3://bucket/key, duckdb://db/schema.table) or a plain name",
     ),
 ]
-AssetUris = Annotated[tuple[AssetUri, ...], AfterValidator(_unique)]
+AssetUris = Annotated[tuple[AssetUri, ...], BeforeValidator(_uri_list), AfterValidator(_unique)]
 
 
 class _Strict(BaseModel):

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote
 
-from leoflow.domain.assets.uri import AssetUriError, normalize_uri
+from leoflow.domain.assets.uri import AssetUriError, normalize_uri, quote_part
 from leoflow.domain.dbt_graph import Graph
 
 
@@ -40,7 +39,7 @@ def relation_uri(node: Mapping[str, Any], adapter: str) -> str | None:
 
 
 def _part(value: object) -> str:
-    return quote(str(value), safe="")
+    return quote_part(str(value))
 
 
 def adapter_of(manifest: Mapping[str, Any]) -> str:

@@ -49,6 +49,7 @@ from leoflow.settings import Settings
 from leoflow.store import Store
 from leoflow.store.asset_events import TaskAssetEvent
 from leoflow.store.diskfull import StoreFull
+from leoflow.store.rows import TaskChange
 
 log = logging.getLogger("leoflow.scheduler.agent")
 
@@ -205,15 +206,8 @@ class SchedulerBackend:
         new, fields = end_of_try(reason, exit_code=code, message=message, at=now, **tries)
         if new is TaskState.SUCCESS:
             fields["output"] = output
-        done = await self._store.transition_task(
-            s.ti_pk,
-            row.state,
-            new,
-            epoch=None,
-            expected_try=s.try_number,
-            asset_events=events,
-            **dict[str, Any](fields),
-        )
+        change = TaskChange(s.ti_pk, row.state, new, s.try_number, fields)
+        done = await self._store.transition_task_with_events(change, events, epoch=None)
         if not done:
             raise SessionRefused("the task instance changed while its outcome was recorded")
 

@@ -10,9 +10,9 @@ or a second replica that read the same cursor, fails the set and creates nothing
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -25,6 +25,7 @@ from leoflow.store.rows import RunRow, TaskInstanceRow, TaskSeed
 from leoflow.store.runs import RunRecords
 from leoflow.store.schema import asset_events, asset_refs, asset_run_events, asset_triggers
 
+T = TypeVar("T")
 _ev = asset_events.c
 _ref = asset_refs.c
 _trig = asset_triggers.c
@@ -177,16 +178,25 @@ class AssetRecords(RunRecords):
 
     async def last_asset_events(self, uris: Collection[str]) -> dict[str, AssetEventRow]:
         """Each asset's newest event (assets with none are absent)."""
-        out: dict[str, AssetEventRow] = {}
 
-        def op(conn: Connection) -> None:
-            for chunk in chunks(sorted(uris)):
-                newest = sa.select(sa.func.max(_ev.pk)).where(_ev.uri.in_(chunk)).group_by(_ev.uri)
-                for r in conn.execute(sa.select(*_EVENT_COLUMNS).where(_ev.pk.in_(newest))):
-                    out[r[1]] = _event_row(r)
+        def rows(conn: Connection, chunk: Sequence[str]) -> Iterable[tuple[str, AssetEventRow]]:
+            newest = sa.select(sa.func.max(_ev.pk)).where(_ev.uri.in_(chunk)).group_by(_ev.uri)
+            for r in conn.execute(sa.select(*_EVENT_COLUMNS).where(_ev.pk.in_(newest))):
+                yield r[1], _event_row(r)
 
-        await self._read(op)
-        return out
+        return await self._by_chunk(uris, rows)
+
+    async def _by_chunk(
+        self,
+        keys: Collection[str],
+        rows: Callable[[Connection, Sequence[str]], Iterable[tuple[str, T]]],
+    ) -> dict[str, T]:
+        """``rows`` read for ``keys`` a chunk at a time (bounded IN lists), in one read."""
+
+        def op(conn: Connection) -> dict[str, T]:
+            return {k: v for chunk in chunks(sorted(keys)) for k, v in rows(conn, chunk)}
+
+        return await self._read(op)
 
     async def run_asset_events(self, run_pk: int) -> list[AssetEventRow]:
         """The events that triggered an asset-triggered run, oldest first."""
@@ -201,32 +211,22 @@ class AssetRecords(RunRecords):
     # -------------------------------------------------------------- triggers
 
     async def asset_trigger_states(self, dag_ids: Collection[str]) -> dict[str, TriggerState]:
-        out: dict[str, TriggerState] = {}
+        stmt = sa.select(_trig.dag_id, _trig.floor_event_pk, _trig.cursors, _trig.version)
 
-        def op(conn: Connection) -> None:
-            for chunk in chunks(sorted(dag_ids)):
-                stmt = sa.select(_trig.dag_id, _trig.floor_event_pk, _trig.cursors, _trig.version)
-                for r in conn.execute(stmt.where(_trig.dag_id.in_(chunk))):
-                    out[r[0]] = TriggerState(int(r[1]), json.loads(r[2]), int(r[3]))
+        def rows(conn: Connection, chunk: Sequence[str]) -> Iterable[tuple[str, TriggerState]]:
+            for r in conn.execute(stmt.where(_trig.dag_id.in_(chunk))):
+                yield r[0], TriggerState(int(r[1]), json.loads(r[2]), int(r[3]))
 
-        await self._read(op)
-        return out
+        return await self._by_chunk(dag_ids, rows)
 
     async def newest_asset_event_pks(self, uris: Collection[str]) -> dict[str, int]:
         """Each asset's newest event pk: one aggregate per chunk, whatever the flood."""
-        out: dict[str, int] = {}
+        stmt = sa.select(_ev.uri, sa.func.max(_ev.pk)).group_by(_ev.uri)
 
-        def op(conn: Connection) -> None:
-            for chunk in chunks(sorted(uris)):
-                stmt = (
-                    sa.select(_ev.uri, sa.func.max(_ev.pk))
-                    .where(_ev.uri.in_(chunk))
-                    .group_by(_ev.uri)
-                )
-                out.update({r[0]: int(r[1]) for r in conn.execute(stmt)})
+        def rows(conn: Connection, chunk: Sequence[str]) -> Iterable[tuple[str, int]]:
+            return ((r[0], int(r[1])) for r in conn.execute(stmt.where(_ev.uri.in_(chunk))))
 
-        await self._read(op)
-        return out
+        return await self._by_chunk(uris, rows)
 
     async def create_asset_run(
         self,

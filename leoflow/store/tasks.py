@@ -185,13 +185,18 @@ class TaskInstanceRecords(TryRecords, AssetEventWrites):
         *,
         epoch: int | None,
         expected_try: int | None = None,
-        asset_events: Sequence[TaskAssetEvent] = (),
         **fields: Any,
     ) -> bool:
         """Compare-and-set one task instance's state (and its try, if given);
-        False if the row was not in ``expected`` (or not on ``expected_try``).
-        ``asset_events``: recorded with a success, in its transaction."""
+        False if the row was not in ``expected`` (or not on ``expected_try``)."""
         change = TaskChange(ti_pk, TaskState(expected), TaskState(new), expected_try, fields)
+        return await self.transition_task_with_events(change, (), epoch=epoch)
+
+    async def transition_task_with_events(
+        self, change: TaskChange, asset_events: Sequence[TaskAssetEvent], *, epoch: int | None
+    ) -> bool:
+        """``transition_task``; a success also records ``asset_events`` in its transaction."""
+        ti_pk, expected_try, fields = change.ti_pk, change.expected_try, change.fields
         check_task_transition(change.expected, change.new)
         check_fields(fields, TASK_FIELDS, "transition_task")
         keys = tuple(sorted(fields))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 # Airflow's limit for an asset URI; it is also a column width in the store.
 MAX_URI_CHARS = 1500
@@ -67,32 +66,62 @@ def normalize_uri(value: object) -> str:
         )
     if scheme.lower() in _RESERVED:
         raise AssetUriError(f"the scheme {scheme.lower()}:// is reserved")
-    parts = urlsplit(value)
-    userinfo, at, hostport = parts.netloc.rpartition("@")
+    rest = value.split("://", 1)[1]
+    rest = rest.split("#", 1)[0]  # the fragment: no part of the asset
+    rest, _, query = rest.partition("?")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
     if at:
         what = "a user name and password" if ":" in userinfo else "a user name"
         raise AssetUriError(
             f"an asset URI must not contain credentials, and {_short(_masked(value))} has "
             f"{what}; name the asset without them (the connection holds the credentials)"
         )
-    for key, _ in parse_qsl(parts.query, keep_blank_values=True):
+    pairs = [pair for pair in query.split("&") if pair]
+    for pair in pairs:
+        key = _unquote(pair.partition("=")[0])
         if _secret_key(key):
             raise AssetUriError(
                 f"an asset URI must not contain credentials, and its query parameter "
                 f"{key!r} looks like one; name the asset without it"
             )
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number in range
-    except ValueError:
-        raise AssetUriError(
-            f"the port in {_short(value)} is not a number from 0 to 65535"
-        ) from None
-    if not hostport and parts.path in ("", "/"):
+    port = hostport.rpartition("]")[2] if hostport.startswith("[") else hostport
+    if ":" in port:
+        digits = port.rpartition(":")[2]
+        if not (digits.isdigit() and int(digits) <= 65535) and digits != "":
+            raise AssetUriError(f"the port in {_short(value)} is not a number from 0 to 65535")
+    path = slash + path
+    if not hostport and path in ("", "/"):
         raise AssetUriError(f"{_short(value)} names no host and no path")
-    query = urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
-    # Written out, not urlunsplit: that drops an empty host (dbt:///x -> dbt:/x), and the
-    # result must read back as the same URI.
-    return f"{scheme.lower()}://{hostport.lower()}{parts.path}" + (f"?{query}" if query else "")
+    ordered = "&".join(sorted(pairs, key=lambda pair: pair.partition("=")[::2]))
+    return f"{scheme.lower()}://{hostport.lower()}{path}" + (f"?{ordered}" if ordered else "")
+
+
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def quote_part(value: str) -> str:
+    """``value`` percent-encoded but for unreserved characters (RFC 3986): one URI part."""
+    return "".join(
+        char if char in _PLAIN else "".join(f"%{b:02X}" for b in char.encode("utf-8"))
+        for char in value
+    )
+
+
+def _unquote(text: str) -> str:
+    """``%XX`` and ``+`` decoded (as a query's key is read), leniently."""
+    out = bytearray()
+    index = 0
+    while index < len(text):
+        char = text[index]
+        hexa = text[index + 1 : index + 3]
+        if char == "%" and len(hexa) == 2 and all(c in "0123456789abcdefABCDEF" for c in hexa):
+            out.append(int(hexa, 16))
+            index += 3
+            continue
+        out += b" " if char == "+" else char.encode("utf-8")
+        index += 1
+    return out.decode("utf-8", errors="replace")
 
 
 def _masked(value: str) -> str:

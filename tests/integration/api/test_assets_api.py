@@ -98,3 +98,47 @@ async def test_bad_events_are_refused_saying_why_and_nothing_is_recorded(
         assert fragment in answer.json()["detail"], answer.text
         assert "pw@" not in answer.text
     assert await store.list_asset_events() == []
+
+
+async def test_a_dag_s_asset_schedule_and_its_run_s_triggering_events_are_in_the_api(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    await put_dag(store, CONSUMER)
+    dag = (await client.get("/api/v1/dags/marts", headers=auth_header("viewer"))).json()
+    assert dag["asset_schedule"] == {"all": ["duckdb://wh/main.orders", "customers"]}
+    missing = await client.get(
+        "/api/v1/dags/marts/runs/nope/asset-events", headers=auth_header("viewer")
+    )
+    assert missing.status_code == 404
+    waiting = await client.get("/api/v1/dags/marts/asset-waiting", headers=auth_header("viewer"))
+    assert waiting.json()["waiting"] == (
+        "waiting for: duckdb://wh/main.orders (none yet), customers (none yet)"
+    )
+
+
+async def test_an_asset_triggered_run_lists_the_events_that_triggered_it(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    from leoflow.store.rows import TaskSeed
+
+    await put_dag(store, CONSUMER)
+    for uri in ("customers", "duckdb://wh/main.orders"):
+        await store.add_asset_event(uri, extra=None, idempotency_key=None, created_by="t")
+    state = (await store.asset_trigger_states(["marts"]))["marts"]
+    newest = await store.newest_asset_event_pks(["customers", "duckdb://wh/main.orders"])
+    run, _ = await store.create_asset_run(
+        "marts",
+        state=state,
+        consumed=newest,
+        tasks=[TaskSeed("build", "default_pool", 1, 0, 1)],
+        epoch=None,
+    )
+    answer = await client.get(
+        f"/api/v1/dags/marts/runs/{run.run_id}/asset-events", headers=auth_header("viewer")
+    )
+    assert answer.status_code == 200
+    assert [e["uri"] for e in answer.json()["events"]] == ["customers", "duckdb://wh/main.orders"]
+    assert run.run_id.startswith("asset__") and run.run_type == "asset"
+    waiting = await client.get("/api/v1/dags/marts/asset-waiting", headers=auth_header("viewer"))
+    assert waiting.json()["fresh"] == []  # consumed: it waits for new events again
+    assert waiting.json()["waiting"].startswith("waiting for: duckdb://wh/main.orders (last event")

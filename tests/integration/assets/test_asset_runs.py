@@ -4,6 +4,7 @@ once per condition met, with the events that triggered it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -131,3 +132,43 @@ async def test_all_waits_for_every_asset_and_a_flood_coalesces_into_one_run(
     (run,) = await runs_of(rt, "marts")
     linked = await rt.store.run_asset_events(run.pk)
     assert len(linked) == 51  # all 50 of the flood (under the kept bound) and the other
+
+
+async def test_a_paused_dag_queues_one_trigger_and_runs_once_when_unpaused(lite: Any) -> None:
+    rt = await lite(EITHER)
+    await rt.store.set_dag_paused("either", True)
+    await rt.scheduler._poll.run()
+    for _ in range(3):  # three separate triggers' worth, each polled
+        await rt.store.add_asset_event("ORDERS", extra=None, idempotency_key=None, created_by="t")
+        await rt.scheduler._poll.run()
+    assert await runs_of(rt, "either") == []
+    await rt.store.set_dag_paused("either", False)
+    await finished(rt, "either", 1)
+    for _ in range(3):
+        await rt.scheduler._poll.run()
+    (run,) = await runs_of(rt, "either")
+    assert len(await rt.store.run_asset_events(run.pk)) == 3  # all three, in one run
+
+
+async def test_metadata_over_the_limit_fails_the_try_and_records_no_event(lite: Any) -> None:
+    big = json.dumps({"asset_metadata": {"ORDERS": {"blob": "x" * 17000}}})
+    writer = json.dumps(f"import os; open(os.environ['LEOFLOW_OUTPUT'], 'w').write({big!r})")
+    rt = await lite(
+        f"""
+dag_id: land
+tasks:
+  orders:
+    command: [{PY}, "-c", {writer}]
+    produces: [ORDERS]
+""",
+        CONSUMER,
+    )
+    row = await rt.scheduler.trigger("land")
+    async with asyncio.timeout(90):
+        final = await rt.scheduler.wait_run(row.pk)
+    assert final.state is RunState.FAILED
+    (ti,) = await rt.store.list_task_instances(run_pk=row.pk)
+    assert ti.reason == "output_invalid"
+    assert ti.message is not None and "the limit is 16384 bytes" in ti.message
+    assert await rt.store.list_asset_events() == []
+    assert await runs_of(rt, "marts") == []

@@ -102,6 +102,7 @@ def test_a_list_is_expected_not_a_mapping() -> None:
         )
     (problem,) = info.value.problems
     assert problem.field == "tasks.land.produces" and problem.line == 5
+    assert "expected a list of asset URIs or names" in problem.message
 
 
 def test_validate_warns_of_a_schedule_on_an_asset_no_dag_produces(tmp_path: Path) -> None:
@@ -112,7 +113,8 @@ def test_validate_warns_of_a_schedule_on_an_asset_no_dag_produces(tmp_path: Path
         "dag_id: land\ntasks:\n  orders: {command: 'true', produces: [Orders, s3://B/k]}\n"
     )
     (tmp_path / "marts.yaml").write_text(
-        "dag_id: marts\nschedule:\n  assets: [Orders, S3://b/k, custmers]\ntasks:\n  b: {command: 'true'}\n"
+        "dag_id: marts\nschedule:\n  assets: [Orders, S3://b/k, custmers]\n"
+        "tasks:\n  b: {command: 'true'}\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "leoflow", "dags", "validate", str(tmp_path)],
@@ -136,3 +138,19 @@ def test_validate_warns_of_a_schedule_on_an_asset_no_dag_produces(tmp_path: Path
     document = json.loads(as_json.stdout)
     assert document["valid"] is True
     assert [(w["line"], w["field"]) for w in document["warnings"]] == [(3, "schedule.assets")]
+
+
+def test_dags_next_of_an_asset_only_dag_says_it_waits_for_its_assets(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "marts.yaml"
+    path.write_text("dag_id: marts\nschedule: {assets: [orders]}\ntasks:\n  b: {command: x}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "leoflow", "dags", "next", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "has no cron: it runs when its assets have new events (orders;" in done.stderr
