@@ -104,6 +104,7 @@ def test_assets_lineage_and_waiting_pages(
         expect(page.locator("#asset-waiting")).to_contain_text(
             "waiting for: customers (none yet)", timeout=WAIT
         )
+        expect(page.locator("#asset-schedule")).to_have_text("asset events")
         _no_horizontal_overflow(page)
         shot(page, f"dag-waiting-{size}")
         page.goto(lite.base + "/dags/land")
