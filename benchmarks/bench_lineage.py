@@ -147,8 +147,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     server, url = await _slow_endpoint(args.delay)
     try:
         costs = [await _loop_cost(args.tasks, url) for _ in range(args.repeat)]
-        off = [await _run(args.tasks, None) for _ in range(args.repeat)]
-        on = [await _run(args.tasks, url) for _ in range(args.repeat)]
+        off, on = [], []
+        for _ in range(args.repeat):  # interleaved: a shared machine's drift hits both
+            off.append(await _run(args.tasks, None))
+            on.append(await _run(args.tasks, url))
     finally:
         server.close()
     return {
