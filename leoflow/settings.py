@@ -25,6 +25,7 @@ from pydantic import (
 from leoflow.domain.timebounds import INT32_MAX, MAX_DURATION_SECONDS
 from leoflow.domain.warm_pods import ReusePods
 from leoflow.settings_env import NoDecode, environment_values
+from leoflow.settings_lineage import LineageSettings
 
 PASSTHROUGH_FIELDS = (
     "tolerations",
@@ -196,6 +197,9 @@ class Settings(BaseModel):
     kube_watch_silence: float = Field(120.0, gt=0)
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
     identity: str | None = None
+
+    # --- OpenLineage events (leoflow/settings_lineage.py); off unless a transport is set
+    lineage: LineageSettings = Field(default_factory=LineageSettings)
 
     @model_validator(mode="after")
     def _check_agent_tls(self) -> Settings:

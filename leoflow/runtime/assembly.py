@@ -17,8 +17,8 @@ from leoflow.runtime.parts import (
     lite_identity,
     make_executor,
     scheduler_config,
-    secret_backend,
     serve_agents,
+    side_channels,
 )
 from leoflow.scheduler.core import Scheduler
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
@@ -92,7 +92,7 @@ async def open_runtime(
             executor = make_executor(settings, executor_name, agent_endpoint=endpoint)
         config = scheduler_config(settings, pools, solo=solo)
         scheduler = Scheduler(store, executor, config, epoch=epoch)
-        scheduler.notifications.secrets = secret_backend(settings)
+        side_channels(scheduler, settings)
         built.append(scheduler)
         await executor.warm()
     except BaseException:

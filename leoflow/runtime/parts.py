@@ -12,6 +12,7 @@ from collections.abc import Callable
 from leoflow.domain.execution import Executor
 from leoflow.scheduler.agent_service import AgentService, start_agent_service
 from leoflow.scheduler.core import Scheduler, SchedulerConfig
+from leoflow.scheduler.lineage import Lineage
 from leoflow.secrets import DirectorySecrets, SecretBackend
 from leoflow.settings import Settings
 from leoflow.store import Store
@@ -54,6 +55,14 @@ def secret_backend(settings: Settings) -> SecretBackend:
     """Where ResolveSecret's values (and notification webhooks' secrets) come from:
     today a directory of files."""
     return DirectorySecrets(settings.resolved_secrets_dir)
+
+
+def side_channels(scheduler: Scheduler, settings: Settings) -> None:
+    """Give the scheduler what its webhooks and OpenLineage events need from the settings."""
+    secrets = secret_backend(settings)
+    scheduler.notifications.secrets = secrets
+    scheduler.lineage = Lineage(settings.lineage)
+    scheduler.lineage.secrets = secrets
 
 
 async def serve_agents(

@@ -24,7 +24,7 @@ from leoflow.runtime.assembly import Closer
 from leoflow.runtime.health import serve_health
 from leoflow.runtime.heap import freeze_startup
 from leoflow.runtime.lease import db_election_config
-from leoflow.runtime.parts import make_executor, scheduler_config, secret_backend, serve_agents
+from leoflow.runtime.parts import make_executor, scheduler_config, serve_agents, side_channels
 from leoflow.scheduler import metrics
 from leoflow.scheduler.core import Scheduler
 from leoflow.settings import Settings
@@ -68,7 +68,7 @@ class SchedulerReplica:
             scheduler = Scheduler(
                 self.store, executor, scheduler_config(self.settings, pools), epoch=epoch
             )
-            scheduler.notifications.secrets = secret_backend(self.settings)
+            side_channels(scheduler, self.settings)
             await scheduler.start()
             freeze_startup()
             self.scheduler = scheduler

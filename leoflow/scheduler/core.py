@@ -53,6 +53,7 @@ from leoflow.scheduler.config import (
 )
 from leoflow.scheduler.deadlines import DeadlineWatch
 from leoflow.scheduler.follow import StoreFollower
+from leoflow.scheduler.lineage import Lineage
 from leoflow.scheduler.local_tickets import LocalTickets
 from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mapping import Expander
@@ -178,6 +179,9 @@ class Scheduler:
         self._deadlines = DeadlineWatch(self)
         # Webhooks; the runtime gives it the secrets backend (leoflow/runtime/).
         self.notifications = Notifications()
+        # OpenLineage events; off until the runtime sets one up from the settings.
+        self.lineage = Lineage()
+        self._follower.ended_elsewhere = lambda *args: self.lineage.ended_elsewhere(*args)
         self._last_poll = 0.0
         self._ticks = 0  # ticks so far (the stage trace numbers them)
         asset_runs = AssetRuns(store, self.book, self._creation, epoch)
@@ -199,7 +203,10 @@ class Scheduler:
             await self._follower.sync_definitions()
             batch = await recover(self.store, self.book, self.executor, self._clock())
             if batch.changes:
+                # The tries the last scheduler left live end here: their lineage too.
+                lineage = self.lineage.collect(batch, self.book.runs, self._clock())
                 await self._commit.flush(batch)
+                self.lineage.emit(lineage)
         self._logs.start()
         self._loop_task = asyncio.create_task(self._loop(), name="leoflow-scheduler-loop")
         self.retention.start()
@@ -224,6 +231,7 @@ class Scheduler:
             task.cancel()
         await self._logs.stop()
         await self.notifications.stop()
+        await self.lineage.stop()
 
     def watch(self, on_task: TaskHook | None = None, on_run: RunHook | None = None) -> None:
         """Be told of every change the scheduler makes in its book (the console's view)."""
@@ -408,6 +416,7 @@ class Scheduler:
             for p in pending
             if isinstance(p.event, TaskFinished)
         ]
+        lineage = self.lineage.collect(batch, self.book.runs, now)
         try:
             if finished_keys:
                 await self._logs.write_with(
@@ -429,6 +438,7 @@ class Scheduler:
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
         self.notifications.emit(deliveries)
+        self.lineage.emit(lineage)
         for ti_pk, try_number, reason in batch.cancels:
             self._cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:

@@ -60,6 +60,9 @@ class StoreFollower:
         self._fingerprint: tuple[Any, ...] | None = None
         self._cancel = cancel
         self._run_ended = run_ended
+        # Told of a run another process ended, with the tries that ended with it
+        # (the scheduler's OpenLineage events): the batch, the run, its new state, when.
+        self.ended_elsewhere: Callable[[Batch, RunMirror, RunState, float], None] | None = None
         self._spec_hashes: dict[str, str] = {}
         self._configured = frozenset(pools)
         self._pools = dict(pools)
@@ -208,7 +211,9 @@ class StoreFollower:
         if row is None or old is None:
             return
         if row.state in RUN_TERMINAL and old.state not in RUN_TERMINAL:
-            await self._abandon_run(old, row.message or f"the run was marked {row.state}")
+            batch = await self._abandon_run(old, row.message or f"the run was marked {row.state}")
+            if self.ended_elsewhere is not None:
+                self.ended_elsewhere(batch, old, row.state, self._clock())
         tis = await self.store.list_task_instances(run_pk=run_pk)
         for ti in old.tasks.values():
             if ti.state is TaskState.SCHEDULED:
@@ -221,7 +226,7 @@ class StoreFollower:
             self.book.forget(mirror)
             self._run_ended(mirror)
 
-    async def _abandon_run(self, run: RunMirror, why: str) -> None:
+    async def _abandon_run(self, run: RunMirror, why: str) -> Batch:
         """Another process ended the run (an API cancel): stop and fail what is left."""
         now = self._clock()
         batch = Batch()
@@ -248,3 +253,4 @@ class StoreFollower:
             log.warning("some task instances of run %s changed while it was cancelled", run.run_id)
         for ti_pk, try_number, reason in batch.cancels:
             self._cancel(ti_pk, try_number, reason)
+        return batch

@@ -17,6 +17,7 @@ class WebhookServer:
     def __init__(self, answer: Callable[[dict[str, Any], int], int] = lambda body, seen: 200):
         self.answer = answer
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each request's, lower-cased names
         self.answered: list[tuple[dict[str, Any], int]] = []
         self.hold = asyncio.Event()
         self.hold.set()
@@ -53,14 +54,15 @@ class WebhookServer:
                 line = await reader.readline()
                 if not line:
                     return
-                length = 0
+                headers: dict[str, str] = {}
                 while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
                     name, _, value = header.decode().partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
+                    headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", 0))
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 seen = sum(1 for r in self.requests if r == body)
                 self.requests.append(body)
+                self.headers.append(headers)
                 self._changed.set()
                 await self.hold.wait()
                 status = self.answer(body, seen)

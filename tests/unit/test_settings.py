@@ -293,3 +293,33 @@ def test_a_number_beyond_the_store_or_the_timers_is_a_settings_error(
 ) -> None:
     monkeypatch.setenv(name, value)
     assert words in settings_error()
+
+
+# --- lineage
+
+
+def test_lineage_is_off_by_default_and_read_from_file_and_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert load_settings().lineage.transport == "none"
+    path = config(tmp_path, "lineage:\n  transport: http\n  url: https://marquez:5000\n")
+    monkeypatch.setenv("LEOFLOW_LINEAGE__API_KEY_ENV", "OL_KEY")
+    lineage = load_settings(path).lineage
+    assert (lineage.transport, lineage.url, lineage.api_key_env) == (
+        "http", "https://marquez:5000", "OL_KEY",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("lineage: {transport: http}", "lineage.url: transport http needs"),
+        ("lineage: {transport: http, url: 'marquez:5000'}", "http:// or https://"),
+        ("lineage: {transport: file}", "lineage.file: transport file needs"),
+        ("lineage: {transport: kafka}", "lineage.transport"),
+        ("lineage: {transport: console, attempts: 0}", "lineage.attempts"),
+        ("lineage: {transport: console, api_key_env: A, api_key_secret: b}", "not both"),
+    ],
+)
+def test_bad_lineage_settings_name_the_field(tmp_path: Path, text: str, expected: str) -> None:
+    assert expected in settings_error(config(tmp_path, text + "\n"))

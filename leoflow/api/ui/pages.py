@@ -17,6 +17,7 @@ from fastapi import HTTPException
 
 from leoflow.api.context import ApiContext
 from leoflow.api.ui import (
+    asset_views,
     backfill_views,
     gantt,
     present,
@@ -59,7 +60,8 @@ async def _dag(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) 
     runs = _int(q, "runs", None, 1, 50)
     before = _int(q, "before", None, 1, 2**62)
     rows = GridWindow(page=_int(q, "rows", 1, 1, 10**6) or 1, q=q.get("tasks", "")[:200])
-    return await views.dag_view(ctx, a[0], q.get("run") or None, before, runs, rows)
+    context = await views.dag_view(ctx, a[0], q.get("run") or None, before, runs, rows)
+    return context | await asset_views.dag_waiting(ctx, a[0], s.principal)
 
 
 async def _run(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]) -> dict[str, Any]:
@@ -106,6 +108,16 @@ async def _pools(ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
     return await waiting.pools_view(ctx, s.principal)
 
 
+async def _assets(
+    ctx: ApiContext, s: Session, a: list[str], q: Mapping[str, str]
+) -> dict[str, Any]:
+    if a == ["one"]:
+        return await asset_views.asset_view(ctx, q.get("uri"))
+    if a == ["lineage"]:
+        return await asset_views.lineage_view(ctx)
+    return await asset_views.assets_view(ctx)
+
+
 @dataclass(frozen=True)
 class Page:
     name: str
@@ -125,6 +137,9 @@ PAGES = {
     "backfill": Page("backfill", "backfill.html", _backfill, ("bf_head", "bf_points")),
     "waiting": Page("waiting", "waiting.html", _waiting, ("wait_groups",)),
     "pools": Page("pools", "pools.html", _pools, ("pool_bars",)),
+    "assets": Page("assets", "assets.html", _assets, ("asset_rows",)),
+    "asset": Page("asset", "asset.html", _assets, ("asset_head", "asset_events")),
+    "lineage": Page("lineage", "lineage.html", _assets, ()),
 }
 
 # Pages about one DAG: their first path argument is its id.
@@ -141,6 +156,9 @@ def resolve(path: str) -> tuple[Page, list[str]] | None:
         return PAGES[parts[0]], []
     if n == 1 and parts[0] == "runs":
         return PAGES["runs"], []
+    if parts[0] == "assets" and n <= 2:
+        which = {1: "assets", 2: {"one": "asset", "lineage": "lineage"}.get(parts[-1])}[n]
+        return (PAGES[which], parts[1:]) if which else None
     if parts[0] != "dags":
         return None
     if n == 2:
