@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev run lite test test-fast lint fmt bench proto helm rbac clean dbt-venv image image-dbt
+.PHONY: dev run lite test test-fast lint fmt bench proto helm rbac clean dbt-venv image image-dbt \
+	dbt-example docs docs-build reference
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,11 @@ $(RUN_STAMP): pyproject.toml $(shell find leoflow -type f -not -path '*/__pycach
 ## Run the example ETL DAG once in Lite, on its embedded defaults (SQLite under ~/.leoflow).
 run: $(RUN_STAMP)
 	$(RUN_VENV)/bin/leoflow run examples/dags/etl.yaml
+
+## The dbt example (examples/dbt): one run of a small DuckDB project, a task per model,
+## seed and test, dbt found on PATH from its own venv (.venv-dbt).
+dbt-example: $(RUN_STAMP) $(DBT_STAMP)
+	PATH="$(CURDIR)/$(DBT_VENV)/bin:$$PATH" $(RUN_VENV)/bin/leoflow run examples/dbt/shop_dbt.yaml
 
 ## Schedule the example folder until Ctrl-C, with the HTTP API on 127.0.0.1:8080.
 lite: $(RUN_STAMP)
