@@ -101,6 +101,19 @@ image-dbt:
 	bash scripts/build-image.sh $(DBT_IMAGE) examples/dbt-image/Dockerfile tests/fixtures/dbt \
 	    --build-arg LEOFLOW_IMAGE=$(IMAGE)
 
+## The documentation site (mkdocs.yml, docs/): served with live reload on 127.0.0.1:8000,
+## or built into site/ with --strict (a broken link or anchor fails), as the suite does.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
+
+## The reference pages generated from the code (docs/reference/): rewrite after changing
+## a command, a setting, a DAG field, an API route or a chart value; a test checks them.
+reference: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
@@ -112,4 +125,4 @@ rbac: $(STAMP)
 	bash scripts/rbac-covers-executor.sh
 
 clean:
-	rm -rf $(VENV) $(RUN_VENV) $(DBT_VENV) .tools .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(RUN_VENV) $(DBT_VENV) .tools .pytest_cache .mypy_cache .ruff_cache build site *.egg-info
