@@ -59,10 +59,10 @@ lite: $(RUN_STAMP)
 test: $(STAMP) .tools/bin/helm $(DBT_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-## Everything but the tests marked slow (end-to-end, browser, dbt, chart, database
-## restart/outage): the loop to run while working. CI runs `make test`.
+## The loop to run while working: the unit tests not marked slow (no servers, browser,
+## dbt or containers), on every core (pytest-xdist). CI runs `make test`.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto -m "not slow" tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check leoflow tests benchmarks scripts
