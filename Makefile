@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev run lite test test-fast lint fmt bench proto helm rbac clean dbt-venv image image-dbt
+.PHONY: dev run lite test test-fast lint fmt bench proto helm rbac clean dbt-venv image image-dbt \
+	dbt-example docs docs-build reference
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,11 @@ $(RUN_STAMP): pyproject.toml $(shell find leoflow -type f -not -path '*/__pycach
 run: $(RUN_STAMP)
 	$(RUN_VENV)/bin/leoflow run examples/dags/etl.yaml
 
+## The dbt example (examples/dbt): one run of a small DuckDB project, a task per model,
+## seed and test, dbt found on PATH from its own venv (.venv-dbt).
+dbt-example: $(RUN_STAMP) $(DBT_STAMP)
+	PATH="$(CURDIR)/$(DBT_VENV)/bin:$$PATH" $(RUN_VENV)/bin/leoflow run examples/dbt/shop_dbt.yaml
+
 ## Schedule the example folder until Ctrl-C, with the HTTP API on 127.0.0.1:8080.
 lite: $(RUN_STAMP)
 	$(RUN_VENV)/bin/leoflow lite --dags examples/dags
@@ -53,10 +59,10 @@ lite: $(RUN_STAMP)
 test: $(STAMP) .tools/bin/helm $(DBT_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-## Everything but the tests marked slow (end-to-end, browser, dbt, chart, database
-## restart/outage): the loop to run while working. CI runs `make test`.
+## The loop to run while working: the unit tests not marked slow (no servers, browser,
+## dbt or containers), on every core (pytest-xdist). CI runs `make test`.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto -m "not slow" tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check leoflow tests benchmarks scripts
@@ -95,6 +101,19 @@ image-dbt:
 	bash scripts/build-image.sh $(DBT_IMAGE) examples/dbt-image/Dockerfile tests/fixtures/dbt \
 	    --build-arg LEOFLOW_IMAGE=$(IMAGE)
 
+## The documentation site (mkdocs.yml, docs/): served with live reload on 127.0.0.1:8000,
+## or built into site/ with --strict (a broken link or anchor fails), as the suite does.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
+
+## The reference pages generated from the code (docs/reference/): rewrite after changing
+## a command, a setting, a DAG field, an API route or a chart value; a test checks them.
+reference: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
@@ -106,4 +125,4 @@ rbac: $(STAMP)
 	bash scripts/rbac-covers-executor.sh
 
 clean:
-	rm -rf $(VENV) $(RUN_VENV) $(DBT_VENV) .tools .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(RUN_VENV) $(DBT_VENV) .tools .pytest_cache .mypy_cache .ruff_cache build site *.egg-info

@@ -30,6 +30,13 @@ def settings_of(args: argparse.Namespace, **overrides: Any) -> Settings:
         raise SystemExit(EXIT_USAGE) from exc
 
 
+def to_stderr(line: str) -> None:
+    """A progress or note line: stderr, so stdout stays a command's result (``--json``)."""
+    from leoflow.domain.printable import printable
+
+    print(printable(line), file=sys.stderr, flush=True)
+
+
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     try:
         import uvloop

@@ -9,7 +9,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from leoflow.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load_target, settings_of
+from leoflow.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    load_target,
+    settings_of,
+    to_stderr,
+)
 from leoflow.commands.http import Command, api_command, api_parser, call, client, print_json, url
 from leoflow.commands.tables import table_of
 from leoflow.domain.origins import ADHOC_PREFIX, is_adhoc
@@ -33,7 +40,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     # API, say), and each file's own declarations (the loader adds those).
     known_pools = {*settings_of(args).pools, *(_names(args.pools) or ())}
     options = LoadOptions(
-        known_pools=known_pools, passthrough=_names(args.passthrough), dbt=expander()
+        known_pools=known_pools,
+        passthrough=_names(args.passthrough),
+        dbt=expander(progress=to_stderr),
     )
     result = load_dag_folder(Path(args.path), options)
     warnings = unproduced_assets(result)

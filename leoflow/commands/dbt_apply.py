@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from leoflow.commands.common import to_stderr
 from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
 from leoflow.dagfile.yamldoc import YamlDocError, read_document
 from leoflow.dbt.project import expander
@@ -56,7 +57,7 @@ def resolve(path: Path, text: str, cache_dir: Path) -> Resolved:
         return Resolved(text, None)  # the API names the line, like for any file
     if not _needs_resolving(raw):
         return Resolved(text, None)
-    expand = expander(cache_dir, in_pods=True)  # Pro runs every task as a pod
+    expand = expander(cache_dir, in_pods=True, progress=to_stderr)  # Pro: every task a pod
     seen: list[tuple[DbtRequest, Expansion]] = []
 
     def capture(request: DbtRequest) -> Expansion:

@@ -23,6 +23,7 @@ from leoflow.commands.common import (
     load_target,
     run_async,
     settings_of,
+    to_stderr,
 )
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ async def _load_and_run(
     options = load_options(
         executor,
         settings.task_pod_passthrough,
-        dbt=expander(settings.home / "dbt-cache", in_pods=in_pods),
+        dbt=expander(settings.home / "dbt-cache", in_pods=in_pods, progress=to_stderr),
         known_secrets=secrets.names(),
         secrets_where=secrets.describe(),
     )

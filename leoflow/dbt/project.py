@@ -24,7 +24,6 @@ import contextlib
 import hashlib
 import json
 import os
-import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from leoflow.dbt.files import (
     regular_stat,
 )
 from leoflow.dbt.image import image_paths
+from leoflow.dbt.parse_progress import ParseTimedOut, Progress, run_parse
 from leoflow.dbt.wave import flock
 from leoflow.domain.dbt import Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtExpander, DbtRequest
@@ -170,7 +170,10 @@ def partial_parse_file(project: Project, cache_dir: Path) -> str | None:
 
 
 def load_manifest(
-    project: Project, cache_dir: Path, env: Mapping[str, str] | None = None
+    project: Project,
+    cache_dir: Path,
+    env: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """The project's manifest as a dict; ManifestError names the field at fault."""
     try:
@@ -202,7 +205,7 @@ def load_manifest(
     with _locked(home / ".lock"):
         if cached.is_file():  # another loader parsed it while we waited
             return _read(cached)
-        _parse(project, home, dict(env or {}))
+        _parse(project, home, dict(env or {}), progress)
         return _keep(_read(home / "target" / "manifest.json"), home, cached)
 
 
@@ -281,7 +284,9 @@ def _shape_problem(manifest: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _parse(project: Project, home: Path, env: dict[str, str]) -> None:
+def _parse(
+    project: Project, home: Path, env: dict[str, str], progress: Progress | None = None
+) -> None:
     run_env = {**os.environ, **env}
     run_env.update(
         DBT_TARGET_PATH=str(home / "target"),
@@ -290,14 +295,12 @@ def _parse(project: Project, home: Path, env: dict[str, str]) -> None:
         DBT_USE_COLORS="false",
     )
     try:
-        done = subprocess.run(
+        code, output = run_parse(
             project.parse_argv(),
             env=run_env,
             cwd=project.project_dir,
-            capture_output=True,
-            text=True,
             timeout=PARSE_TIMEOUT,
-            check=False,
+            progress=progress,
         )
     except FileNotFoundError as exc:
         raise ManifestError(
@@ -306,14 +309,13 @@ def _parse(project: Project, home: Path, env: dict[str, str]) -> None:
             f"{project.executable!r} was not found to build one with dbt parse (install dbt, "
             f"name it in dbt.executable, or ship target/manifest.json from dbt parse)",
         ) from exc
-    except subprocess.TimeoutExpired as exc:
+    except ParseTimedOut as exc:
         raise ManifestError(
             "project_dir", f"dbt parse did not finish within {PARSE_TIMEOUT:g}s"
         ) from exc
-    if done.returncode != 0 or not (home / "target" / "manifest.json").is_file():
+    if code != 0 or not (home / "target" / "manifest.json").is_file():
         raise ManifestError(
-            "project_dir",
-            f"dbt parse failed (exit {done.returncode}): {_error_lines(done.stdout + done.stderr)}",
+            "project_dir", f"dbt parse failed (exit {code}): {_error_lines(output)}"
         )
 
 
@@ -323,13 +325,18 @@ def _resolve(base: Path, value: str) -> Path:
 
 
 def expander(
-    cache_dir: Path | None = None, scratch_dir: str = SCRATCH_DIR, *, in_pods: bool = False
+    cache_dir: Path | None = None,
+    scratch_dir: str = SCRATCH_DIR,
+    *,
+    in_pods: bool = False,
+    progress: Progress | None = None,
 ) -> DbtExpander:
     """What ``LoadOptions.dbt`` takes: dbt sections read from disk, manifests cached here.
 
     ``in_pods``: the tasks run as pods, so their commands name the project where the
     DAG image holds it (``dbt.image_dir``, leoflow/dbt/image.py); pods share no
-    ``scratch_dir``, so ``batch: wave`` does not batch there (each node runs alone)."""
+    ``scratch_dir``, so ``batch: wave`` does not batch there (each node runs alone).
+    ``progress`` hears of a ``dbt parse`` as it runs (a CLI prints it on stderr)."""
     cache = cache_dir or default_cache_dir()
 
     def run(request: DbtRequest) -> Expansion:
@@ -348,7 +355,7 @@ def expander(
         for name in request.secrets:
             env.setdefault(secret_env_name(name), PARSE_SECRET_PLACEHOLDER)
         try:
-            manifest = load_manifest(project, cache, env)
+            manifest = load_manifest(project, cache, env, progress)
         except ManifestError as exc:
             return Expansion(problems=[(("dbt", exc.field), str(exc))])
         paths = Paths(

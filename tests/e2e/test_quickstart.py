@@ -1,6 +1,7 @@
-"""The README's quick start, as written there, on an empty LEOFLOW_HOME: what a fresh
-clone's first commands do. The commands are read from README.md and the Makefile, so
-a command the README shows is a command this test runs."""
+"""The quick start, as written, on an empty LEOFLOW_HOME: what a fresh clone's first
+commands do. The commands are read from the docs' "Run DAGs with Lite" page
+(docs/how-to/lite.md) and the Makefile (README's two commands), so a command the docs
+show is a command this test runs."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ from pathlib import Path
 from tests.e2e.conftest import LEOFLOW, REPO, Leoflow
 from tests.support.net import free_port
 
+LITE_PAGE = "docs/how-to/lite.md"
 PLACEHOLDERS = {"DAG_ID": "nightly_sales", "TASK_ID": "load_orders"}
 
 
-def readme_block(heading: str) -> list[str]:
-    """The lines of the first ``sh`` block under ``heading``, comments and blanks dropped."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index(f"\n{heading}\n") :]
+def doc_block(page: str) -> list[str]:
+    """The lines of the first ``sh`` block of ``page``, comments and blanks dropped."""
+    section = (REPO / page).read_text()
     block = section[section.index("```sh\n") + 6 :]
     block = block[: block.index("```")]
     lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
@@ -30,22 +31,22 @@ def readme_block(heading: str) -> list[str]:
 
 
 def as_argv(line: str, run_id: str | None = None) -> list[str]:
-    """A README line as argv: optional ``[...]`` parts dropped, placeholders filled in."""
+    """A documented line as argv: optional ``[...]`` parts dropped, placeholders filled in."""
     words = shlex.split(re.sub(r"\s*\[[^\]]*\]", "", line))
     assert words[0].split("/")[-1] == "leoflow", line
     values = {**PLACEHOLDERS, "RUN_ID": run_id or "RUN_ID"}
     return [LEOFLOW, *(values.get(word, word) for word in words[1:])]
 
 
-def test_readme_using_lite_commands_work_on_an_empty_home(leoflow: Leoflow, home: Path) -> None:
-    lines = readme_block("## Using Lite")
+def test_the_documented_lite_commands_work_on_an_empty_home(leoflow: Leoflow, home: Path) -> None:
+    lines = doc_block(LITE_PAGE)
     assert any(line.endswith("run examples/dags/etl.yaml") for line in lines), lines
     run_id = None
     ran = 0
     for line in sorted(lines, key=lambda line: " logs " in line):  # logs needs a run
         argv = as_argv(line, run_id)
         if argv[1] == "lite":
-            continue  # test_readme_lite_runs_the_example_folder
+            continue  # test_the_documented_lite_runs_the_example_folder
         done = leoflow(*argv[1:], timeout=120)
         said = done.stdout + done.stderr
         expected = 1 if "broken_upstream" in line else 0
@@ -69,7 +70,7 @@ def test_make_run_runs_without_a_settings_file(leoflow: Leoflow) -> None:
 
 def lite_runs_the_example(argv: list[str], env: dict[str, str], tmp_path: Path) -> str:
     """Start ``argv`` (a ``leoflow lite`` of examples/dags), trigger nightly_sales over
-    the API as the README shows, wait for the run to succeed, stop it with Ctrl-C; its
+    the API as the docs show, wait for the run to succeed, stop it with Ctrl-C; its
     output, after asserting that it stopped cleanly."""
     port = free_port()
     server = f"http://127.0.0.1:{port}"
@@ -111,10 +112,10 @@ def lite_runs_the_example(argv: list[str], env: dict[str, str], tmp_path: Path) 
     return said
 
 
-def test_readme_lite_runs_the_example_folder(env: dict[str, str], tmp_path: Path) -> None:
+def test_the_documented_lite_runs_the_example_folder(env: dict[str, str], tmp_path: Path) -> None:
     """``leoflow lite --dags examples/dags`` with no settings: a triggered run of the
     example (whose pool the file declares) succeeds; Ctrl-C stops it."""
-    (line,) = [line for line in readme_block("## Using Lite") if " lite " in line]
+    (line,) = [line for line in doc_block(LITE_PAGE) if " lite " in line]
     lite_runs_the_example(as_argv(line), env, tmp_path)
 
 

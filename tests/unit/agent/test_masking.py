@@ -8,6 +8,7 @@ import json
 import urllib.parse
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -188,6 +189,7 @@ def _pieces(secret: str) -> st.SearchStrategy[list[bytes]]:
     return st.lists(st.one_of(filler, st.sampled_from(forms)), max_size=8)
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     secret=st.text(min_size=MIN_MASKED_LENGTH, max_size=24).filter(lambda s: "*" not in s),

@@ -111,6 +111,7 @@ async def test_a_path_of_its_own_is_searched_here_and_a_miss_takes_the_usual_pat
     assert missing is None
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 async def test_twenty_at_once_each_get_their_own_output() -> None:
     protos = await asyncio.gather(
         *(_run([sys.executable, "-c", f"print({i})"], {"PATH": PATH}) for i in range(20))

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 
 def _python(source: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -50,6 +52,7 @@ def test_settled_without_pause_leaves_collection_as_it_was() -> None:
     assert done.stdout.split() == ["False", "0"]
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_the_leoflow_entry_point_runs_a_command_with_collection_on(tmp_path: Path) -> None:
     dag = tmp_path / "one.yaml"
     dag.write_text('dag_id: one\ntasks:\n  only:\n    command: ["true"]\n')

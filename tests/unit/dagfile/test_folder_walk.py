@@ -64,6 +64,7 @@ def test_a_file_that_vanished_after_the_listing_is_skipped_not_an_error(tmp_path
     assert loaded.dags == {} and loaded.errors == []
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_subfolders_replaced_while_the_folder_is_read_never_raise(tmp_path: Path) -> None:
     (tmp_path / "top.yaml").write_text(GOOD.format(name="top"))
     stop = threading.Event()

@@ -230,12 +230,14 @@ def chain(n: int) -> str:
     return HEAD + "tasks:\n  t0: {command: echo}\n" + body
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_a_10000_task_chain_validates_and_orders() -> None:
     spec = parse_dag(chain(10_000), PATH)
     assert len(spec.tasks) == 10_000
     assert topological_order(spec) == tuple(f"t{i}" for i in range(10_000))
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_a_10000_task_chain_walked_from_its_far_end_validates() -> None:
     # t0 depends on t1, ..., on t9999: a depth-first walk from t0 (the first id) is
     # 10,000 deep, far past Python's recursion limit.
@@ -246,6 +248,7 @@ def test_a_10000_task_chain_walked_from_its_far_end_validates() -> None:
     assert order[0] == f"t{n - 1}" and order[-1] == "t0" and len(order) == n
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_a_10000_task_fan_out_and_fan_in_validate() -> None:
     n = 10_000
     text = (
@@ -261,6 +264,7 @@ def test_a_10000_task_fan_out_and_fan_in_validate() -> None:
     assert order[0] == "root" and order[-1] == "sink" and len(order) == n + 2
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_a_10000_task_cycle_is_found_and_reported_in_one_short_line() -> None:
     n = 10_000
     text = (
@@ -274,6 +278,7 @@ def test_a_10000_task_cycle_is_found_and_reported_in_one_short_line() -> None:
     assert len(problem.message) < 300
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_a_cycle_below_a_long_chain_names_its_tasks() -> None:
     text = chain(5_000) + "  x: {command: echo, depends_on: [t4999, y]}\n"
     text += "  y: {command: echo, depends_on: [x]}\n"

@@ -36,16 +36,18 @@ def schema_errors(text: str) -> list[str]:
 
 
 def example_dags() -> list[tuple[str, str]]:
-    """Every DAG file under examples/ and tests/fixtures/, and each DAG the README shows."""
+    """Every DAG file under examples/ and tests/fixtures/, and each DAG the README and the
+    documentation site (docs/) show."""
     found = [
         (str(p.relative_to(REPO)), p.read_text())
         for folder in ("examples", "tests/fixtures")
         for p in sorted((REPO / folder).rglob("*.y*ml"))
         if re.search(r"^dag_id:", p.read_text(), re.M)
     ]
-    readme = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
-    found += [(f"README.md yaml block {i}", b) for i, b in enumerate(blocks) if "dag_id:" in b]
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        blocks = re.findall(r"```yaml[^\n]*\n(.*?)```", page.read_text(), re.S)
+        name = page.relative_to(REPO)
+        found += [(f"{name} yaml block {i}", b) for i, b in enumerate(blocks) if "dag_id:" in b]
     return found
 
 
@@ -61,10 +63,11 @@ def test_every_example_dag_is_valid_against_the_schema(name: str, text: str) -> 
     assert schema_errors(text) == []
 
 
-def test_the_examples_include_the_example_folder_and_the_readme() -> None:
+def test_the_examples_include_the_example_folder_and_the_docs() -> None:
     names = [name for name, _ in example_dags()]
     assert "examples/dags/etl.yaml" in names
-    assert any(name.startswith("README.md") for name in names)
+    assert any(name.startswith("docs/tutorial/first-dag.md") for name in names)
+    assert any(name.startswith("docs/how-to/dag-file.md") for name in names)
 
 
 BASE = "dag_id: d\ntasks:\n  a: {command: 'true'}\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -270,6 +271,7 @@ TestAdmissionMachine = AdmissionMachine.TestCase
 
 # A bigger, flatter workload than the machine reaches: many candidates, many DAGs,
 # cycles of admit and partial release, still decided exactly like the model.
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 @settings(max_examples=100, deadline=None)
 @given(
     cs=st.lists(

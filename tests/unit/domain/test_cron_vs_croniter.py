@@ -96,6 +96,7 @@ starts = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2045, 1
 )
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 @settings(max_examples=400, deadline=None)
 @given(
     expression=expressions(),
@@ -107,6 +108,7 @@ def test_same_fires_as_croniter_without_dst(expression: str, tz: str, start: dat
     assert ours(expression, tz, start, 3) == theirs(expression, tz, start, 3)
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 @settings(max_examples=200, deadline=None)
 @given(
     minute=field(0, 59),

@@ -71,6 +71,7 @@ def test_layers_follow_the_longest_path() -> None:
     _check(layout, graph)
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_a_wide_fan_keeps_every_box_apart() -> None:
     graph = {
         "start": [],

@@ -9,6 +9,7 @@ must equal the one computed from scratch over the same states.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ steps = st.lists(
 )
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 @settings(max_examples=300, deadline=None)
 @given(spec=dags(), plan=steps)
 def test_incremental_equals_from_scratch(spec: DagSpec, plan: list[tuple[str, int, int]]) -> None:
@@ -99,6 +101,7 @@ def test_runs_of_one_dag_share_one_shape() -> None:
     assert shape_of(other, order) is not shape_of(spec, order)
 
 
+@pytest.mark.slow  # CPU-heavy: left out of make test-fast
 def test_a_wide_fan_in_costs_its_out_degree_per_change() -> None:
     """10,000 roots into one join: each end touches one counter, and the join is
     reported ready exactly once, after the last root succeeds."""
