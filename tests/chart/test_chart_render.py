@@ -207,11 +207,13 @@ def test_chart_env_names_are_settings() -> None:
 
     from pydantic import BaseModel
 
+    from leoflow.domain.warm_pods import ReusePods
     from leoflow.settings import LeaderElection, Settings, TaskPodSecurity
 
     nested: dict[str, type[BaseModel]] = {
         "LEADER_ELECTION": LeaderElection,
         "TASK_POD_SECURITY": TaskPodSecurity,
+        "REUSE_PODS_DEFAULT": ReusePods,
     }
     text = "".join(p.read_text() for p in (CHART / "templates").glob("*.yaml"))
     names = set(re.findall(r"LEOFLOW_([A-Z0-9_]+)", text))
