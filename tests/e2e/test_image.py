@@ -43,7 +43,7 @@ def _ok(done: object) -> str:
 def test_leoflow_and_its_agent_start_as_the_images_numeric_user(container_image: str) -> None:
     assert "usage: leoflow" in _ok(run_container(container_image, "--help", options=HARDENED))
     agent = _ok(run_container(container_image, "agent", "--help", options=HARDENED))
-    assert "leoflow agent [--pool]" in agent and "LEOFLOW_AGENT_TICKET" in agent
+    assert "leoflow agent [--pool | --warm]" in agent and "LEOFLOW_AGENT_TICKET" in agent
     # No --user: the image's own USER, as a pod that pins no runAsUser gets it.
     ids = _ok(run_container(container_image, "-c", "id -u; id -g", options=("--entrypoint", "sh")))
     assert ids.split() == ["65532", "65532"]

@@ -62,6 +62,7 @@ def test_validate_and_next_answer_json(leoflow: Leoflow, tmp_path: Path) -> None
              "message": "input should be a valid integer, unable to parse string as an "
                         "integer, got 'lots'"},
         ],
+        "warnings": [],
     }  # fmt: skip
 
     fires = document(

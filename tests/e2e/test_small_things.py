@@ -38,6 +38,6 @@ def test_a_missing_program_reads_the_same_in_argv_and_shell_form(
 def test_agent_help_is_help_text(leoflow: Leoflow) -> None:
     done = leoflow("agent", "--help")
     assert done.returncode == 0
-    assert done.stdout.startswith("usage: leoflow agent [--pool]")
+    assert done.stdout.startswith("usage: leoflow agent [--pool | --warm]")
     assert "\noptions:\n  --pool " in done.stdout
     assert "``" not in done.stdout  # not the module's reStructuredText docstring

@@ -130,6 +130,28 @@ CALLS = [
         {"json": {"from": "2026-01-01", "to": "2026-01-02"}},
     ),
     Call("GET", "/api/v1/backfills/{pk}", "/api/v1/backfills/9", "viewer", 404),
+    # No DAG names an asset here: past the role check, the one-asset calls are refused.
+    Call("GET", "/api/v1/assets", "/api/v1/assets", "viewer", 200),
+    Call("GET", "/api/v1/assets/one", "/api/v1/assets/one?uri=orders", "viewer", 404),
+    Call("GET", "/api/v1/assets/events", "/api/v1/assets/events", "viewer", 200),
+    Call(
+        "POST",
+        "/api/v1/assets/events",
+        "/api/v1/assets/events",
+        "operator",
+        404,
+        {"json": {"uri": "orders"}},
+    ),
+    Call(
+        "GET",
+        "/api/v1/dags/{dag_id}/runs/{run_id}/asset-events",
+        f"{R}/r/asset-events",
+        "viewer",
+        200,
+    ),
+    Call(
+        "GET", "/api/v1/dags/{dag_id}/asset-waiting", "/api/v1/dags/etl/asset-waiting", "viewer", 200
+    ),
     Call("POST", "/api/v1/backfills/{pk}/cancel", "/api/v1/backfills/9/cancel", "operator", 404),
 ]
 
