@@ -127,6 +127,12 @@ class Sent:
             if key in full and (key not in self.extras or self.extras[key] != full[key]):
                 self.extras[key] = full[key]
                 out[key] = full[key]
+        # The log's two facts go together: a try that started and ended between two
+        # renders changes only ``latest_try``, and the page reads both to switch logs.
+        if "log_live" in out or "latest_try" in out:
+            for key in ("log_live", "latest_try"):
+                if key in full:
+                    out[key] = full[key]
         if not out:
             return None
         out["digests"] = dict(self.digests)

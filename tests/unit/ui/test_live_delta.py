@@ -55,3 +55,18 @@ def test_known_from_the_browser_is_bounded_and_anything_else_ignored() -> None:
     assert parse_known("[1, 2]") == {}
     assert parse_known('{"grid": 5, "x": "abc"}') == {"x": "abc"}
     assert len(parse_known("{" + ",".join(f'"k{i}": "v"' for i in range(50)) + "}")) == 20
+
+
+def test_a_try_that_started_and_ended_between_two_renders_still_switches_the_log() -> None:
+    """The page switches to a new try's log when it reads both facts of the log; a try
+    that ran whole between two renders changes only ``latest_try``."""
+
+    def task_page(live: bool, latest: int) -> dict[str, Any]:
+        return {"regions": {"task_head": "<h1>t</h1>"}, "log_live": live, "latest_try": latest}
+
+    sent = Sent()
+    assert sent.delta(task_page(False, 0)) is not None
+    update = sent.delta(task_page(False, 1))
+    assert update is not None
+    assert (update["log_live"], update["latest_try"]) == (False, 1)
+    assert sent.delta(task_page(False, 1)) is None
