@@ -26,7 +26,7 @@ DURATION = {
     ],
     "description": "seconds, or a duration such as 500ms, 30s, 5m, 2h, 1d",
 }
-DURATION_FIELDS = {"retry_delay", "timeout", "deadline", "run_timeout"}
+DURATION_FIELDS = {"retry_delay", "timeout", "deadline", "run_timeout", "idle_timeout"}
 QUANTITY = {
     "anyOf": [
         {
