@@ -150,7 +150,11 @@ CALLS = [
         200,
     ),
     Call(
-        "GET", "/api/v1/dags/{dag_id}/asset-waiting", "/api/v1/dags/etl/asset-waiting", "viewer", 200
+        "GET",
+        "/api/v1/dags/{dag_id}/asset-waiting",
+        "/api/v1/dags/etl/asset-waiting",
+        "viewer",
+        200,
     ),
     Call("POST", "/api/v1/backfills/{pk}/cancel", "/api/v1/backfills/9/cancel", "operator", 404),
 ]
