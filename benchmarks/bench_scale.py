@@ -32,6 +32,12 @@ machine's load hits all alike:
 Per case: the median wall seconds of the process, ms per task, the CPU of the
 whole process tree (Lite, the agent and the tasks) per task, the peak RSS of its
 largest process, and the median of each rep's ratio to ``unlimited``.
+
+And the floor, in each rep: a bare Python loop that posix_spawns the same number of
+``true`` 32 at a time and waits for each, plus a process that only imports the stack
+(uvloop, grpc, SQLAlchemy, PyYAML, protobuf, pydantic). No orchestrator that starts a
+process per task on this machine can go under it; ``wall_ratio_to_floor`` and
+``over_floor_ms_per_task`` say what Leoflow adds to it, whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -223,6 +229,31 @@ def user_run(dag: Path, home: Path, parallelism: int) -> dict[str, float]:
     }
 
 
+# The least any orchestrator that starts each task as a process pays here: a bare
+# loop that posix_spawns ``true`` with N at a time and waits for each (no pipes, no
+# store, no agent), and the imports of the stack Lite is built on.
+_SPAWN_FLOOR = """
+import os, sys
+n, at_once = int(sys.argv[1]), int(sys.argv[2])
+started = running = 0
+for _ in range(n):
+    while running < at_once and started < n:
+        os.posix_spawn("/bin/true", ["true"], os.environ)
+        started += 1
+        running += 1
+    os.wait()
+    running -= 1
+"""
+_IMPORT_FLOOR = "import uvloop, grpc, sqlalchemy, yaml, google.protobuf, pydantic"
+
+
+def floor_run(code: str, *argv: str) -> float:
+    """Wall seconds of one ``python -c code argv...`` process."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, *argv], check=True)
+    return time.perf_counter() - started
+
+
 def user_cases(args: argparse.Namespace) -> None:
     sizes = [int(s) for s in args.user_sizes.split(",") if s]
     cases = [c for c in args.user_cases.split(",") if c]
@@ -240,7 +271,9 @@ def user_cases(args: argparse.Namespace) -> None:
                 max_active = USER_CASES[case][0] or n
                 dags[case] = root / f"fanout-{n}-{case}.yaml"
                 dags[case].write_text(fanout_yaml(n, max_active))
+            floors: list[float] = []
             for rep in range(args.reps):
+                floors.append(floor_run(_SPAWN_FLOOR, str(n), "32") + floor_run(_IMPORT_FLOOR))
                 for case in cases:  # interleaved: each rep runs every case once
                     parallelism = USER_CASES[case][1]
                     home = root / f"home-{n}-{case}-{rep}"
@@ -263,6 +296,19 @@ def user_cases(args: argparse.Namespace) -> None:
                     ),
                     "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs), 1),
                 }
+                # Over the floors (the bare spawns of ``true`` 32 at a time, and the
+                # stack's imports, in the same rep): what Leoflow itself costs a task.
+                row["floor_s"] = round(statistics.median(floors), 3)
+                row["wall_ratio_to_floor"] = round(
+                    statistics.median(r["wall_s"] / f for r, f in zip(runs, floors, strict=True)),
+                    3,
+                )
+                row["over_floor_ms_per_task"] = round(
+                    statistics.median(
+                        (r["wall_s"] - f) / n * 1000 for r, f in zip(runs, floors, strict=True)
+                    ),
+                    3,
+                )
                 if "unlimited" in outs and case != "unlimited":
                     ratios = [
                         a["wall_s"] / b["wall_s"]

@@ -61,6 +61,7 @@ class Progress:
         self._drawn_lines = 0
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
+        self._flush_due = False
 
     def run_changed(self, run: RunMirror) -> None:
         self.run = run
@@ -84,6 +85,20 @@ class Progress:
     def _line(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
         self.stream.write(f"{stamp} {printable(text)}\n")
+        # The lines of one loop turn leave in one write at its end: a flush per line
+        # was a write(2) per state change, three a task, on the scheduler's loop.
+        if self._flush_due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.stream.flush()
+            return
+        self._flush_due = True
+        loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_due = False
         self.stream.flush()
 
     def start(self) -> None:
@@ -91,6 +106,8 @@ class Progress:
             self._task = asyncio.create_task(self._redraw_loop())
 
     async def stop(self) -> None:
+        if self._flush_due:
+            self._flush()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
