@@ -17,7 +17,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from leoflow.dagfile.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.dag import DagSpec
 
 PATH = Path("fuzz.yaml")
