@@ -1,7 +1,8 @@
 """What the reaper concludes about a try from the pod cache: lost, cancelled, stuck Pending.
 
-Pure judgements over a try, its cached pod record and the clock; the executor acts on
-them (reports the outcome, deletes a stuck pod).
+Judgements over a try, its cached pod record and the clock (a pass keeps only each
+try's absence clock); the executor acts on them (reports the outcome, deletes a stuck
+pod).
 """
 
 from __future__ import annotations
