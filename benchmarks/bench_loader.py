@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from leoflow.dagfile.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.progress import topological_order
 
 PATH = Path("bench.yaml")

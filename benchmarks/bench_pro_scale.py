@@ -45,8 +45,9 @@ sys.path.insert(0, str(REPO))
 
 from leoflow.commands.common import run_async  # noqa: E402
 from leoflow.dagfile.loader import LoadedDag, parse_dag  # noqa: E402
-from leoflow.kube.client import KubeClient, TokenBucket  # noqa: E402
+from leoflow.kube.client import KubeClient  # noqa: E402
 from leoflow.kube.objects import JsonObj  # noqa: E402
+from leoflow.kube.token_bucket import TokenBucket  # noqa: E402
 from leoflow.runtime.dagfolder import record_dag  # noqa: E402
 from leoflow.scheduler.core import Scheduler  # noqa: E402
 from leoflow.settings import Settings  # noqa: E402

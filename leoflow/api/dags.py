@@ -28,7 +28,8 @@ from leoflow.api.schemas import (
     dag_detail,
     dag_summary,
 )
-from leoflow.dagfile.loader import DagFileError, load_options, parse_dag
+from leoflow.dagfile.loader import load_options, parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.catalogue import CatalogueEntry
 from leoflow.domain.states import RunState
 

@@ -14,34 +14,18 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Query, Response
 
 from leoflow.api.auth import Operator
-from leoflow.api.context import ApiContext, Ctx
-from leoflow.api.lookup import run_or_404, spec_of, task_or_404
+from leoflow.api.context import Ctx
+from leoflow.api.lookup import run_or_404, task_or_404
+from leoflow.api.run_changes import refuse_if_queued, run_graph
 from leoflow.api.schemas import ClearResult, ErrorOut, MarkResult, run_out
-from leoflow.domain.dag import DagSpec
-from leoflow.domain.mapping import with_items
 from leoflow.domain.marking import MARKS, plan
-from leoflow.domain.states import RUN_TERMINAL, RunState
+from leoflow.domain.states import RUN_TERMINAL
 from leoflow.store.clears import ClearLost, clear_finished_run, request_clear
 from leoflow.store.marks import mark_finished_run
-from leoflow.store.rows import RunRow, TaskInstanceRow
 
 router = APIRouter(prefix="/api/v1/dags/{dag_id}/runs/{run_id}", tags=["task instances"])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut}, 409: {"model": ErrorOut}}
-
-
-async def _graph(ctx: ApiContext, dag_id: str, tis: list[TaskInstanceRow]) -> DagSpec | None:
-    dag = await ctx.store.get_dag(dag_id)
-    # The run's own graph: a mapped task's items are its tasks.
-    found = spec_of(dag) if dag is not None else None
-    return with_items(found, tis) if found is not None else None
-
-
-def _not_queued(run: RunRow) -> None:
-    if run.state is RunState.QUEUED:
-        raise HTTPException(
-            409, f"run {run.run_id!r} is queued: none of its tasks has run yet; nothing changed"
-        )
 
 
 @router.post(
@@ -72,8 +56,8 @@ async def mark_task_instance(
 ) -> MarkResult:
     store = ctx.store
     run, target, tis = await task_or_404(store, dag_id, run_id, task_id)
-    _not_queued(run)
-    spec = await _graph(ctx, dag_id, tis)
+    refuse_if_queued(run, "marked")
+    spec = await run_graph(store, dag_id, tis)
     known = spec is not None and task_id in spec.tasks
     below = spec.downstream() if spec is not None and known else {}
     above = {t: s.depends_on for t, s in spec.tasks.items()} if spec is not None else {}
@@ -144,7 +128,7 @@ async def clear_failed_tasks(
 ) -> ClearResult:
     store = ctx.store
     run = await run_or_404(store, dag_id, run_id)
-    _not_queued(run)
+    refuse_if_queued(run, "cleared")
     tis = await store.list_task_instances(run_pk=run.pk)
     states = {ti.task_id: (ti.state, ti.try_number) for ti in tis}
     names, _ = plan("clear_failed", "", {}, {}, states, with_downstream=False, with_upstream=False)
@@ -159,7 +143,7 @@ async def clear_failed_tasks(
         ctx.changed()
         response.status_code = 202
         return ClearResult(cleared=names, run=run_out(run), pending=True, request_id=request.pk)
-    spec = await _graph(ctx, dag_id, tis)
+    spec = await run_graph(store, dag_id, tis)
     try:
         cleared = await clear_finished_run(
             store, run, tis, spec, names, target=names[0], by=who.name, epoch=None

@@ -9,7 +9,8 @@ from fastapi import APIRouter, HTTPException, Query, Response
 
 from leoflow.api.auth import Operator, Viewer
 from leoflow.api.context import Ctx
-from leoflow.api.lookup import run_or_404, spec_of, task_or_404
+from leoflow.api.lookup import run_or_404, task_or_404
+from leoflow.api.run_changes import refuse_if_queued, run_graph
 from leoflow.api.schemas import (
     Blocker,
     ClearResult,
@@ -25,7 +26,6 @@ from leoflow.api.schemas import (
 from leoflow.api.snapshot import admission_snapshot, run_gate
 from leoflow.domain.clearing import clear_closure
 from leoflow.domain.explain import RunInfo, explain
-from leoflow.domain.mapping import with_items
 from leoflow.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from leoflow.domain.trigger_rules import TriggerRule
 from leoflow.store.clears import ClearLost, clear_finished_run, request_clear
@@ -87,14 +87,8 @@ async def clear_task_instance(
 ) -> ClearResult:
     store = ctx.store
     run, target, tis = await task_or_404(store, dag_id, run_id, task_id)
-    if run.state is RunState.QUEUED:
-        raise HTTPException(
-            409, f"run {run_id!r} is queued: none of its tasks has run, so none can be cleared"
-        )
-    dag = await store.get_dag(dag_id)
-    # The run's own graph: a mapped task's items are its tasks (and their retries).
-    found = spec_of(dag) if dag is not None else None
-    spec = with_items(found, tis) if found is not None else None
+    refuse_if_queued(run, "cleared")
+    spec = await run_graph(store, dag_id, tis)
     below = spec.downstream() if spec is not None and task_id in spec.tasks else {}
     names = clear_closure(task_id, below, with_downstream=downstream)
     if run.state not in RUN_TERMINAL:
@@ -133,10 +127,7 @@ async def clear_task_instance(
 async def why_waiting(dag_id: str, run_id: str, task_id: str, ctx: Ctx, who: Viewer) -> WhyOut:
     store = ctx.store
     run, ti, tis = await task_or_404(store, dag_id, run_id, task_id)
-    dag = await store.get_dag(dag_id)
-    # The run's DAG: a mapped task's items in place of it (leoflow/domain/mapping.py).
-    spec = spec_of(dag) if dag is not None else None
-    spec = with_items(spec, tis) if spec is not None else None
+    spec = await run_graph(store, dag_id, tis)
     task_spec = spec.tasks.get(task_id) if spec is not None else None
     run_info = RunInfo(run.pk, run.dag_id, run.run_id, run.state, run.created_at)
     gate = snapshot = None

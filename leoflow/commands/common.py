@@ -63,7 +63,7 @@ def configure_logging(level: str = "WARNING", fmt: str = "text") -> None:
 def load_target(target: str, dags_dir: Path | None, options: LoadOptions) -> LoadedDag | None:
     """The DAG ``target`` names (a file, or a dag_id in ``dags_dir``); None after
     printing why it cannot be loaded."""
-    from leoflow.dagfile.loader import DagFileError
+    from leoflow.dagfile.problems import DagFileError
     from leoflow.runtime.dagfolder import resolve_target
 
     try:

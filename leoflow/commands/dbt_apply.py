@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from leoflow.commands.common import to_stderr
-from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
+from leoflow.dagfile.loader import LoadOptions, parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.dagfile.yamldoc import YamlDocError, read_document
 from leoflow.dbt.project import expander
 from leoflow.domain.dbt import Expansion

@@ -74,7 +74,8 @@ async def _load_and_run(
 ) -> int:
     from leoflow.agent.startup_gc import settled
     from leoflow.commands.console import Progress, final_table
-    from leoflow.dagfile.loader import DagFileError, load_options
+    from leoflow.dagfile.loader import load_options
+    from leoflow.dagfile.problems import DagFileError
     from leoflow.dbt.project import expander
     from leoflow.domain.dbt_run_select import RunSelectionError
     from leoflow.domain.progress import topological_order

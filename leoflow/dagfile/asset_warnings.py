@@ -4,7 +4,9 @@ assets emit``), but a typo in a URI would otherwise wait for ever without a word
 
 from __future__ import annotations
 
-from leoflow.dagfile.loader import FolderLoad, Problem, _located, _parse
+from leoflow.dagfile.loader import FolderLoad
+from leoflow.dagfile.problems import Problem, located
+from leoflow.dagfile.yamldoc import read_document
 
 
 def unproduced_assets(result: FolderLoad) -> list[tuple[str, Problem]]:
@@ -20,11 +22,11 @@ def unproduced_assets(result: FolderLoad) -> list[tuple[str, Problem]]:
         missing = [uri for uri in loaded.spec.schedule_assets() if uri not in produced]
         if not missing:
             continue
-        lines = _parse(loaded.source)[1]
+        lines = read_document(loaded.source).lines
         for uri in missing:
             message = (
                 f"warning: no DAG here produces asset {uri!r}: {loaded.spec.dag_id} runs only "
                 f"when an external producer posts its event (leoflow assets emit {uri})"
             )
-            out.append((str(loaded.path), _located(lines, ("schedule", "assets"), message)))
+            out.append((str(loaded.path), located(lines, ("schedule", "assets"), message)))
     return out

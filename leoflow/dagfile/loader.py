@@ -8,49 +8,23 @@ others down.
 
 from __future__ import annotations
 
-import os
-import stat
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from leoflow.dagfile.cycles import cycle_text, find_cycle
-from leoflow.dagfile.hints import did_you_mean, schedule_problems, unknown_upstreams
+from leoflow.dagfile.dag_checks import pool_problems, semantic_problems
+from leoflow.dagfile.file_text import read_dag_text
+from leoflow.dagfile.hints import schedule_problems, unknown_upstreams
 from leoflow.dagfile.notify_secrets import missing_webhook_secrets
-from leoflow.dagfile.walk import list_folder, refusal
-from leoflow.dagfile.yamldoc import MAX_DOCUMENT_CHARS, YamlDocError, read_document
-from leoflow.domain.dag import DEFAULT_POOL, DagSpec, TaskFields
+from leoflow.dagfile.problems import DagFileError, DagFileGone, Problem, located, pydantic_problem
+from leoflow.dagfile.walk import list_folder
+from leoflow.dagfile.yamldoc import YamlDocError, read_document
+from leoflow.domain.dag import DagSpec, TaskFields
 from leoflow.domain.dbt_section import DbtExpander, section_tasks
 from leoflow.domain.mapping import map_problems
-from leoflow.domain.printable import printable
-
-PASSTHROUGH_SETTING = "taskPodPassthrough (LEOFLOW_TASK_POD_PASSTHROUGH)"
-
-
-@dataclass(frozen=True)
-class Problem:
-    field: str
-    message: str
-    line: int | None = None
-
-    def render(self, path: Path | str) -> str:
-        """One line for a terminal: control characters from the file are shown escaped."""
-        where = f"{path}:{self.line}" if self.line else str(path)
-        field = f" {self.field}:" if self.field else ""
-        return printable(f"{where}:{field} {self.message}")
-
-
-class DagFileError(Exception):
-    """A DAG file that cannot be used; ``problems`` lists every reason found."""
-
-    def __init__(self, path: Path, problems: Iterable[Problem]) -> None:
-        self.path = path
-        # In the file's order; a problem of the whole file (no line) first.
-        self.problems = tuple(sorted(problems, key=lambda p: p.line or 0))
-        super().__init__("\n".join(p.render(path) for p in self.problems))
 
 
 @dataclass(frozen=True)
@@ -110,126 +84,12 @@ class FolderLoad:
     errors: list[DagFileError] = field(default_factory=list)
 
 
-def _describe(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _pydantic_problem(err: Any, prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str]:
-    loc = prefix + tuple(str(p) for p in err["loc"])
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return loc, "unknown field" + did_you_mean(loc)
-    if kind == "missing":
-        return loc, "required field is missing"
-    message = str(err["msg"])
-    if message.startswith("Value error, "):
-        message = message[len("Value error, ") :]
-    if kind not in {"value_error", "assertion_error"} and "input" in err:
-        message = f"{message[0].lower()}{message[1:]}, got {_describe(err['input'])}"
-    return loc, message
-
-
-def _parse(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
-    """The document and the line of every field path, from one bounded pass."""
-    document = read_document(text)
-    return document.value, document.lines
-
-
-def pool_problems(spec: DagSpec, known_pools: Collection[str]) -> list[tuple[tuple[str, ...], str]]:
-    """A task's pool must exist: the default, one the environment has, or one the file
-    declares under ``pools:`` (created when the DAG is stored; see leoflow.domain.dag)."""
-    known = {DEFAULT_POOL, *known_pools, *spec.pools}
-    return [
-        (
-            ("tasks", task_id, "pool"),
-            f"unknown pool {task.pool!r} (pools: {', '.join(sorted(known))}); declare it "
-            "under pools: in this file, or create it in the settings (pools) or the API",
-        )
-        for task_id, task in spec.tasks.items()
-        if task.pool not in known
-    ]
-
-
 def check_pools(loaded: LoadedDag, known_pools: Collection[str]) -> None:
     """Raise DagFileError, with file, line and field, for each task whose pool is unknown."""
     found = pool_problems(loaded.spec, known_pools)
     if found:
-        lines = _parse(loaded.source)[1]
-        raise DagFileError(loaded.path, [_located(lines, loc, msg) for loc, msg in found])
-
-
-def _located(lines: dict[tuple[str, ...], int], loc: tuple[str, ...], message: str) -> Problem:
-    """A problem at the line of ``loc``, or of the nearest field above it that has one."""
-    for cut in range(len(loc), -1, -1):
-        if loc[:cut] in lines:
-            return Problem(".".join(loc), message, lines[loc[:cut]])
-    return Problem(".".join(loc), message)
-
-
-def _semantic_problems(spec: DagSpec, options: LoadOptions) -> list[tuple[tuple[str, ...], str]]:
-    problems: list[tuple[tuple[str, ...], str]] = []
-    if options.known_pools is not None:
-        problems += pool_problems(spec, options.known_pools)
-    known = sorted(spec.tasks)
-    for task_id, task in spec.tasks.items():
-        for index, upstream in enumerate(task.depends_on):
-            if upstream == task_id:
-                problems.append(
-                    (("tasks", task_id, "depends_on", str(index)), "a task cannot depend on itself")
-                )
-            elif upstream not in spec.tasks:
-                problems.append(
-                    (
-                        ("tasks", task_id, "depends_on", str(index)),
-                        f"unknown task {upstream!r} (tasks in this DAG: {', '.join(known)})",
-                    )
-                )
-        size = (options.pool_sizes or {}).get(task.pool)
-        if size is None and task.pool in spec.pools:  # declared here, made if absent
-            size = spec.pools[task.pool].slots
-        if size is not None and task.pool_slots > size:
-            problems.append(
-                (
-                    ("tasks", task_id, "pool_slots"),
-                    f"task {task_id!r} needs {task.pool_slots} slots of pool {task.pool!r}, "
-                    f"which has {size} in all, so it could never run; grow the pool "
-                    f"(leoflow pools set {task.pool} {task.pool_slots}) or lower pool_slots",
-                )
-            )
-        if options.passthrough is not None:
-            allowed = set(options.passthrough)
-            for name in task.execution.declared():
-                if name not in allowed:
-                    problems.append(
-                        (
-                            ("tasks", task_id, "execution", name),
-                            f"task {task_id!r} sets execution.{name}, which the operator has not "
-                            f"allowed; add '{name}' to {PASSTHROUGH_SETTING} to allow it",
-                        )
-                    )
-            for side in ("requests", "limits"):
-                amounts = getattr(task.resources, side)
-                if amounts.ephemeral_storage is not None and "ephemeral_storage" not in allowed:
-                    problems.append(
-                        (
-                            ("tasks", task_id, "resources", side, "ephemeral_storage"),
-                            f"task {task_id!r} sets resources.{side}.ephemeral_storage, which the "
-                            f"operator has not allowed; add 'ephemeral_storage' to "
-                            f"{PASSTHROUGH_SETTING} to allow it",
-                        )
-                    )
-    if not any(p[0][2:3] == ("depends_on",) for p in problems):
-        cycle = find_cycle({t: s.depends_on for t, s in spec.tasks.items()})
-        if cycle:
-            problems.append(
-                (
-                    ("tasks", cycle[0], "depends_on"),
-                    f"dependency cycle: {cycle_text(cycle)}"
-                    " (each task would have to run before the next)",
-                )
-            )
-    return problems
+        lines = read_document(loaded.source).lines
+        raise DagFileError(loaded.path, [located(lines, loc, msg) for loc, msg in found])
 
 
 def parse_dag(text: str, path: Path, options: LoadOptions = LoadOptions()) -> DagSpec:
@@ -253,7 +113,7 @@ def _validate(
     raw: Any, lines: dict[tuple[str, ...], int], path: Path, options: LoadOptions
 ) -> DagSpec:
     def problem(loc: tuple[str, ...], message: str) -> Problem:
-        return _located(lines, loc, message)
+        return located(lines, loc, message)
 
     if not isinstance(raw, dict):
         raise DagFileError(path, [Problem("", "expected a mapping with dag_id and tasks", 1)])
@@ -270,7 +130,7 @@ def _validate(
             TaskFields.model_validate(defaults_raw)
         except ValidationError as exc:
             defaults_problems.extend(
-                problem(*_pydantic_problem(e, ("defaults",))) for e in exc.errors()
+                problem(*pydantic_problem(e, ("defaults",))) for e in exc.errors()
             )
     if "dbt" in raw and tasks_raw is None:
         tasks_raw = {}  # a DAG may be its dbt project alone
@@ -287,7 +147,7 @@ def _validate(
     dbt_graph: dict[str, Any] | None = None
     if not problems and "dbt" in raw and isinstance(tasks_raw, dict):
         section = section_tasks(raw, str(path), tasks_raw, defaults_raw, options.dbt)
-        problems.extend(problem(*_pydantic_problem(err)) for err in section.problems)
+        problems.extend(problem(*pydantic_problem(err)) for err in section.problems)
         dbt_tasks, dbt_graph = section.tasks, section.graph
     if problems:
         raise DagFileError(path, [*defaults_problems, *problems])
@@ -308,7 +168,7 @@ def _validate(
     except ValidationError as exc:
         seen: set[tuple[str, str]] = {(p.field, p.message) for p in problems}
         for err in exc.errors():
-            loc, message = _pydantic_problem(err)
+            loc, message = pydantic_problem(err)
             if loc[:1] == ("tasks",) and len(loc) >= 3:
                 task_id, field_name = loc[1], loc[2]
                 if field_name == "task_id":
@@ -327,7 +187,13 @@ def _validate(
     if problems:
         raise DagFileError(path, problems)
 
-    semantic = _semantic_problems(spec, options) + map_problems(spec, dbt_tasks)
+    semantic = semantic_problems(
+        spec,
+        known_pools=options.known_pools,
+        pool_sizes=options.pool_sizes,
+        passthrough=options.passthrough,
+    )
+    semantic += map_problems(spec, dbt_tasks)
     if options.known_secrets is not None:
         semantic += missing_webhook_secrets(spec, raw, options.known_secrets, options.secrets_where)
     if semantic:
@@ -335,45 +201,9 @@ def _validate(
     return spec
 
 
-class DagFileGone(DagFileError):
-    """The file vanished between the folder's listing and its reading: not an error of
-    the folder, it is simply not there this pass."""
-
-
 def load_dag_file(path: Path, options: LoadOptions = LoadOptions()) -> LoadedDag:
     text = read_dag_text(path)
     return LoadedDag(spec=parse_dag(text, path, options), path=path, source=text)
-
-
-def read_dag_text(path: Path) -> str:
-    """The file's text, or DagFileError. At most one byte past the limit is read, so a
-    huge file costs nothing. It is opened without blocking and checked once open: a
-    FIFO, a socket or a device under a .yaml name (or swapped in after a listing saw a
-    regular file) is refused, never waited on."""
-    limit = MAX_DOCUMENT_CHARS
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except FileNotFoundError as exc:
-        raise DagFileGone(path, [Problem("", "no such file")]) from exc
-    except OSError as exc:
-        raise DagFileError(path, [Problem("", f"cannot read file: {exc}")]) from exc
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise DagFileError(path, [Problem("", refusal(mode, path.is_symlink()))])
-        with os.fdopen(fd, "rb") as handle:
-            fd = -1
-            data = handle.read(limit + 1)
-        if len(data) > limit:
-            raise DagFileError(
-                path, [Problem("", f"the file is larger than {limit:,} bytes, the limit")]
-            )
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DagFileError(path, [Problem("", f"cannot read file: {exc}")]) from exc
-    finally:
-        if fd >= 0:
-            os.close(fd)
 
 
 def _load_one(path: Path, options: LoadOptions) -> LoadedDag:
@@ -419,7 +249,7 @@ def load_dag_folder(folder: Path, options: LoadOptions = LoadOptions()) -> Folde
         if dag_id in result.dags:
             first = result.dags[dag_id].path
             message = f"duplicate dag_id {dag_id!r}: already defined in {first}"
-            line = _parse(loaded.source)[1].get(("dag_id",))
+            line = read_document(loaded.source).lines.get(("dag_id",))
             result.errors.append(DagFileError(path, [Problem("dag_id", message, line)]))
             continue
         result.dags[dag_id] = loaded

@@ -9,33 +9,28 @@ than the parsing it saves (see ``benchmarks/bench_kube.py``).
 Each component has its own ``ApiClient`` and User-Agent —
 ``leoflow-scheduler/<version> (dispatch|podcache|gc|leader|logs)`` — so a platform
 team can tell the flows apart in audit logs and write APF FlowSchemas per flow
-(ADR 0054, open item). Pod creates and deletes share a token bucket; Lease calls do
-not wait behind a burst of creates.
+(ADR 0054, open item). Pod creates and deletes share a token bucket
+(``token_bucket``); Lease calls do not wait behind a burst of creates. How the client
+reaches the apiserver is ``api_connection``'s; an open watch is a ``watch_stream``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import os
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, Literal, TypedDict, Unpack
+from collections.abc import AsyncIterator, Mapping
+from typing import Literal, TypedDict, Unpack
 from urllib.parse import quote
 
 import aiohttp
-import aiohttp.helpers
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
-from yarl import URL
 
 import leoflow
 from leoflow.kube import calls
+from leoflow.kube.api_connection import JsonApiClient, load_configuration
 from leoflow.kube.calls import ApiCall
 from leoflow.kube.errors import (
     CallNotDeclared,
-    KubeError,
     KubeUnavailable,
     NotFound,
     error_for_status,
@@ -43,6 +38,8 @@ from leoflow.kube.errors import (
 )
 from leoflow.kube.metrics import REQUESTS
 from leoflow.kube.objects import JsonObj
+from leoflow.kube.token_bucket import TokenBucket
+from leoflow.kube.watch_stream import WatchStream
 from leoflow.settings import Settings
 
 Component = Literal["dispatch", "podcache", "gc", "leader", "logs"]
@@ -68,132 +65,6 @@ REQUEST_TIMEOUT = 30.0
 
 def user_agent(component: str) -> str:
     return f"leoflow-scheduler/{leoflow.__version__} ({component})"
-
-
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved up; ``take`` waits for one.
-
-    A take that finds no token reserves the next one (the count goes below zero) and
-    sleeps until it is due, so the takers are spaced on the bucket's own clock. Each
-    waiter used to hold a lock through its sleep and restart the clock from when it
-    woke: on a busy loop every sleep overshoots, and each overshoot was lost to the
-    rate (``benchmarks/bench_pro_scale.py``: 165-185 creates/s from a 200/s bucket).
-    A reservation that is cancelled gives its token back.
-    """
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = float(rate)
-        self.burst = max(1, int(burst))
-        self._tokens = float(self.burst)
-        self._stamp = time.monotonic()
-
-    async def take(self) -> None:
-        now = time.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-        self._stamp = now
-        self._tokens -= 1.0
-        if self._tokens >= 0.0:
-            return
-        try:
-            await asyncio.sleep(-self._tokens / self.rate)
-        except asyncio.CancelledError:
-            self._tokens += 1.0
-            raise
-
-
-class WatchStream:
-    """One open watch: iterate for ``(type, object)`` pairs, raw JSON dicts.
-
-    Lines are split from the byte stream here (as kopf does) rather than through the
-    client's ``Watch``, which retries a 410 once with the same stale resourceVersion
-    and hides where a stream ended.
-    """
-
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-
-    async def events(self) -> AsyncGenerator[tuple[str, JsonObj], None]:
-        buffer = b""
-        try:
-            async for chunk in self._response.content.iter_any():
-                buffer += chunk
-                start = 0
-                index = buffer.find(b"\n", start)
-                while index >= 0:
-                    line = buffer[start:index]
-                    start = index + 1
-                    index = buffer.find(b"\n", start)
-                    if line.strip():
-                        event = json.loads(line)
-                        yield event.get("type", ""), event.get("object") or {}
-                if start:
-                    buffer = buffer[start:]
-            if buffer.strip():
-                event = json.loads(buffer)
-                yield event.get("type", ""), event.get("object") or {}
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise KubeUnavailable(0, type(exc).__name__, f"watch stream broke: {exc}") from exc
-
-    def close(self) -> None:
-        self._response.close()
-
-
-class _JsonApiClient(k8s.ApiClient):
-    """An ``ApiClient`` that sends our bodies as they are.
-
-    Every body and header map Leoflow passes is JSON already (``JsonObj``: str, int,
-    float, bool, None, lists and dicts of them; times are formatted before they get
-    here), where the generated client walks it recursively for model objects and
-    datetimes: in ``bench_pro_scale.py`` that walk was ~40% of a pod create's
-    client-side CPU. What is not a dict still takes the generated path; a value that is
-    not JSON fails ``json.dumps`` loudly instead of being converted.
-    """
-
-    def __init__(self, configuration: k8s.Configuration) -> None:
-        super().__init__(configuration=configuration)
-        _read_environment_once(self.rest_client, configuration)
-
-    def sanitize_for_serialization(self, obj: object) -> object:
-        if type(obj) is dict:
-            return obj
-        return super().sanitize_for_serialization(obj)
-
-
-def _read_environment_once(rest: Any, configuration: k8s.Configuration) -> None:
-    """Take the proxy and netrc settings from the environment now, not per request.
-
-    ``kubernetes_asyncio`` opens its session with ``trust_env=True``, and aiohttp then
-    makes every request look up ``HTTP(S)_PROXY``/``NO_PROXY`` and ``~/.netrc`` in a
-    worker thread, two thread hops each: on a busy 2-core scheduler each hop waited for
-    the GIL behind the event loop (``benchmarks/bench_pro_scale.py``: ~8% of the
-    scheduler's CPU and a share of every pod create's latency). Every request of a
-    client goes to the one apiserver, so the answers are the same each time: asked
-    once here, and the session no longer asks. An explicit ``configuration.proxy``
-    wins, as it did.
-    """
-    old = rest.pool_manager
-    url = URL(configuration.host or "")
-    if not rest.proxy:
-        with contextlib.suppress(LookupError):
-            proxy, proxy_auth = aiohttp.helpers.get_env_proxy_for_url(url)
-            rest.proxy = str(proxy)
-            if proxy_auth is not None:
-                rest.proxy_headers = {
-                    **(rest.proxy_headers or {}),
-                    "Proxy-Authorization": proxy_auth.encode(),
-                }
-    auth = None
-    netrc = aiohttp.helpers.netrc_from_env()
-    if netrc is not None and url.host is not None:
-        with contextlib.suppress(LookupError):
-            auth = aiohttp.helpers.basicauth_from_netrc(netrc, url.host)
-    rest.pool_manager = aiohttp.ClientSession(
-        connector=old.connector,
-        auth=auth,
-        trust_env=False,
-        read_bufsize=2**21,  # as kubernetes_asyncio's: large watch events
-    )
-    old.detach()  # the connector is the new session's now
 
 
 class KubeClient:
@@ -381,7 +252,7 @@ class KubeClient:
             raise RuntimeError("the kube client is closed")
         api = self._clients.get(component)
         if api is None:
-            api = _JsonApiClient(configuration=self.configuration)
+            api = JsonApiClient(configuration=self.configuration)
             api.user_agent = user_agent(component)
             self._clients[component] = api
         return api
@@ -459,30 +330,10 @@ async def _read(response: aiohttp.ClientResponse) -> bytes:
         raise KubeUnavailable(0, type(exc).__name__, f"reading the answer failed: {exc}") from exc
 
 
-def _default_kubeconfig() -> str:
-    return os.path.expanduser("~/.kube/config")
-
-
-async def load_configuration() -> k8s.Configuration:
-    """In-cluster config if ``KUBERNETES_SERVICE_HOST`` is set, else the kubeconfig."""
-    configuration = k8s.Configuration()
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return configuration
-    path = os.environ.get("KUBECONFIG") or _default_kubeconfig()
-    first = path.split(os.pathsep)[0]
-    await k8s_config.load_kube_config(config_file=first, client_configuration=configuration)
-    return configuration
-
-
 __all__ = [
     "COMPONENTS",
     "REQUEST_TIMEOUT",
     "Component",
     "KubeClient",
-    "KubeError",
-    "TokenBucket",
-    "WatchStream",
-    "load_configuration",
     "user_agent",
 ]

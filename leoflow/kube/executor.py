@@ -25,7 +25,9 @@
 apiserver cost is O(1) in running tasks: one watch, plus creates and deletes.
 
 Collaborators, a file each: ``tries`` (the tries in flight), ``liveness`` (what the
-reaper concludes), ``pod_writes`` (creates and deletes through outages), ``pod_gc``.
+reaper concludes), ``try_outcomes`` (how an outcome is reported), ``pod_writes``
+(creates and deletes through outages), ``promised_work`` (what stop still sends),
+``pod_gc``.
 """
 
 from __future__ import annotations
@@ -37,31 +39,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from leoflow.domain.execution import (
-    Attempt,
-    Launch,
-    LaunchError,
-    LogData,
-    Report,
-    TaskFinished,
-)
+from leoflow.domain.execution import Attempt, Launch, LaunchError, Report
 from leoflow.kube.client import KubeClient
 from leoflow.kube.dag_anchor import DagAnchors
-from leoflow.kube.errors import KubeError
-from leoflow.kube.liveness import absence_outcome, pending_outcome
+from leoflow.kube.liveness import reap_verdicts
 from leoflow.kube.objects import JsonObj
 from leoflow.kube.pod import LABEL_SHAPE, PodBuildError, build_pod, pod_name
 from leoflow.kube.pod_gc import PodGc
 from leoflow.kube.pod_writes import PodWrites
 from leoflow.kube.podcache import Backoff, PodCache
-from leoflow.kube.records import (
-    Outcome,
-    PodRecord,
-    parse_time,
-    terminal_outcome,
-    waiting_outcome,
-)
-from leoflow.kube.tries import AGENT_COULD_NOT_REPORT, Key, Tries, Try, fmt_seconds
+from leoflow.kube.promised_work import PromisedWork
+from leoflow.kube.records import PodRecord, parse_time, terminal_outcome
+from leoflow.kube.tries import Key, Tries, Try, fmt_seconds
+from leoflow.kube.try_outcomes import TryOutcomes
 from leoflow.kube.warm import WarmPool
 from leoflow.kube.warm_pod import pod_shape, warm_ref
 from leoflow.settings import Settings
@@ -95,7 +85,6 @@ class KubernetesExecutor:
         self._own_client = client is None
         self._clock = clock
         self.reap_interval = reap_interval
-        self.agent_grace = agent_grace
         self.adopt_timeout = adopt_timeout
         self._backoff = (backoff_base, backoff_cap)
         self.cache: PodCache | None = None
@@ -110,8 +99,16 @@ class KubernetesExecutor:
             busy=lambda: {t.dag_id for t in self._tries.by_key.values()},
         )
         self._tasks: list[asyncio.Task[None]] = []
-        self._timers: set[asyncio.TimerHandle] = set()
-        self._deletes: set[asyncio.Task[object]] = set()
+        self._work = PromisedWork()
+        self._outcomes = TryOutcomes(
+            self._tries,
+            report=lambda: self._report,
+            client=lambda: self.client,
+            clock=clock,
+            agent_grace=agent_grace,
+            work=self._work,
+            delete_now=lambda record: self._spawn_delete(record.name, grace=0, uid=record.uid),
+        )
         # Warm pods (``kubernetes.reuse_pods``): the agent endpoint reaches it here.
         self.warm_pool = WarmPool(
             create=self._create_warm,
@@ -120,6 +117,11 @@ class KubernetesExecutor:
             clock=clock,
             pending_timeout=settings.pod_pending_timeout,
         )
+
+    @property
+    def agent_grace(self) -> float:
+        """How long a finished pod's outcome waits for the agent's own report."""
+        return self._outcomes.agent_grace
 
     @property
     def gc_deleted(self) -> deque[str]:
@@ -165,9 +167,7 @@ class KubernetesExecutor:
         ]
 
     async def stop(self) -> None:
-        for handle in self._timers:
-            handle.cancel()
-        self._timers.clear()
+        self._outcomes.cancel_timers()
         loops: list[asyncio.Task[None]] = self._tasks
         self._tasks = []
         for task in loops:
@@ -176,7 +176,7 @@ class KubernetesExecutor:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self.warm_pool.stop()
-        await self._finish_deletes()
+        await self._work.finish(self.settings.kube_stop_timeout, self.settings.task_namespace)
         if self.cache is not None:
             await self.cache.stop()
         if self.client is not None and self._own_client:
@@ -222,7 +222,7 @@ class KubernetesExecutor:
         tracked.absent_since = None
         record = self.cache.get(name) if self.cache is not None else None
         if record is not None:
-            self._examine(tracked, record)
+            self._outcomes.examine(tracked, record)
 
     async def _create_warm(self, pod: JsonObj, key: Key) -> None:
         """Create a warm pod; ``key``: the try it is made for (its outage note)."""
@@ -293,9 +293,9 @@ class KubernetesExecutor:
             alive.add(key)
             if record is not None:
                 if record.terminal:
-                    self._finish(tracked, terminal_outcome(record))
+                    self._outcomes.finish(tracked, terminal_outcome(record))
                 else:
-                    self._examine(tracked, record)
+                    self._outcomes.examine(tracked, record)
         if not synced:
             log.warning(
                 "the pod cache did not sync within %s; adopting all %d tries until it does",
@@ -321,65 +321,7 @@ class KubernetesExecutor:
             self._gc.schedule(new)
         tracked = self._tries.by_name.get(new.name)
         if tracked is not None:
-            self._examine(tracked, new)
-
-    def _examine(self, tracked: Try, record: PodRecord) -> None:
-        if tracked.finishing:
-            return
-        tracked.absent_since = None
-        if record.terminal:
-            # Give the agent's own report a head start; this one is the fallback.
-            tracked.finishing = True
-            outcome = terminal_outcome(record)
-            loop = asyncio.get_running_loop()
-            tracked.timer = loop.call_later(self.agent_grace, self._finish_later, tracked, outcome)
-            self._timers.add(tracked.timer)
-            return
-        if record.deleting:
-            return
-        stuck = waiting_outcome(record)
-        if stuck is not None:
-            self._finish(tracked, stuck)
-            self._spawn_delete(record.name, grace=0, uid=record.uid)
-
-    def _finish_later(self, tracked: Try, outcome: Outcome) -> None:
-        if tracked.timer is not None:
-            self._timers.discard(tracked.timer)
-        if outcome.exit_code in AGENT_COULD_NOT_REPORT:
-            # The agent never reached the control plane, so its own diagnostics are
-            # only in the container log: put them where the user looks, the try's log.
-            task = asyncio.create_task(self._finish_with_container_log(tracked, outcome))
-            self._deletes.add(task)
-            task.add_done_callback(self._deletes.discard)
-            return
-        self._finish(tracked, outcome)
-
-    async def _finish_with_container_log(self, tracked: Try, outcome: Outcome) -> None:
-        try:
-            assert self.client is not None
-            text = await self.client.read_pod_log(tracked.name, tail_lines=200)
-        except KubeError as exc:
-            text = f"(the container log could not be read: {exc})\n"
-        if self._report is not None and text:
-            header = "[leoflow] the task's agent could not report; its container log follows\n"
-            self._report(LogData(tracked.key[0], tracked.key[1], (header + text).encode()))
-        self._finish(tracked, outcome)
-
-    def _finish(self, tracked: Try, outcome: Outcome) -> None:
-        tracked.finishing = True
-        self._tries.untrack(tracked)
-        if self._report is None:
-            return
-        self._report(
-            TaskFinished(
-                tracked.key[0],
-                tracked.key[1],
-                outcome.exit_code,
-                outcome.reason,
-                outcome.message,
-                self._clock(),
-            )
-        )
+            self._outcomes.examine(tracked, new)
 
     # ---- reaper: liveness and pending timeout --------------------------------------------
 
@@ -397,63 +339,19 @@ class KubernetesExecutor:
         if cache is None:
             return
         now = self._clock()
-        synced = cache.synced
         self.warm_pool.reap(now)
-        for tracked in list(self._tries.by_key.values()):
-            if tracked.finishing or not tracked.created:
-                continue
-            record = cache.get(tracked.name)
-            if record is None:
-                if not synced:
-                    tracked.absent_since = None
-                    continue
-                if tracked.absent_since is None:
-                    tracked.absent_since = now
-                    continue
-                # Only what the cache heard after the absence began counts: a watch
-                # that has brought nothing (not even a bookmark) since says nothing.
-                absent = min(now, cache.heard_at) - tracked.absent_since
-                outcome = absence_outcome(tracked, absent, self.settings, self.agent_grace)
-                if outcome is not None:
-                    # Its anchor may be gone (the pod went with it): ask before the next pod.
-                    self.anchors.forget(tracked.dag_id)
-                    self._finish(tracked, outcome)
-                continue
-            tracked.absent_since = None
-            stuck = pending_outcome(record, now - tracked.launched_at, self.settings)
+        tries = list(self._tries.by_key.values())
+        for tracked, outcome, stuck in reap_verdicts(
+            tries, cache, now, self.settings, self.agent_grace
+        ):
+            if stuck is None:
+                # Its anchor may be gone (the pod went with it): ask before the next pod.
+                self.anchors.forget(tracked.dag_id)
+            self._outcomes.finish(tracked, outcome)
             if stuck is not None:
-                self._finish(tracked, stuck)
-                self._spawn_delete(record.name, grace=0, uid=record.uid)
+                self._spawn_delete(stuck.name, grace=0, uid=stuck.uid)
 
     # ---- deletes ---------------------------------------------------------------------------
-
-    async def _finish_deletes(self) -> None:
-        """Send the deletes promised in reports ("...; the pod was deleted") before the
-        client closes: a ``leoflow run`` ends right after such a report, and a delete
-        cancelled then is never sent, leaving the pod Pending for good. Bounded by
-        ``kube_stop_timeout``; whatever is still unanswered then is named in the log."""
-        pending = set(self._deletes)
-        if not pending:
-            return
-        timeout = self.settings.kube_stop_timeout
-        done, left = await asyncio.wait(pending, timeout=timeout)
-        for task in left:
-            task.cancel()
-        for task in (*done, *left):
-            with contextlib.suppress(asyncio.CancelledError):
-                try:
-                    await task
-                except Exception:
-                    log.exception("a pod delete failed while the executor stopped")
-        if left:
-            log.error(
-                "%d pod deletes were not answered within kube_stop_timeout %s; "
-                "delete them by hand: kubectl -n %s get pods -l app.kubernetes.io/managed-by="
-                "leoflow --field-selector=status.phase=Pending",
-                len(left),
-                fmt_seconds(timeout),
-                self.settings.task_namespace,
-            )
 
     async def _gc_delete(self, name: str, uid: str) -> bool | None:
         return await self._writes.delete(name, uid=uid, component="gc")
@@ -461,9 +359,7 @@ class KubernetesExecutor:
     def _spawn_delete(self, name: str, *, grace: int | None, uid: str | None) -> None:
         if uid is not None:
             self._gc.claim(uid)  # GC must not delete it a second time
-        task = asyncio.create_task(self._writes.delete_retrying(name, grace=grace, uid=uid))
-        self._deletes.add(task)
-        task.add_done_callback(self._deletes.discard)
+        self._work.spawn(self._writes.delete_retrying(name, grace=grace, uid=uid))
 
     def keep_dags(self, keep: Mapping[str, float | None] | Collection[str]) -> None:
         """The DAGs that exist, each kept until a time (None: for good): every other

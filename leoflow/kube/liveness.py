@@ -1,14 +1,55 @@
 """What the reaper concludes about a try from the pod cache: lost, cancelled, stuck Pending.
 
-Pure judgements over a try, its cached pod record and the clock; the executor acts on
-them (reports the outcome, deletes a stuck pod).
+Judgements over a try, its cached pod record and the clock (a pass keeps only each
+try's absence clock); the executor acts on them (reports the outcome, deletes a stuck
+pod).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
 from leoflow.kube.records import Outcome, PodRecord
 from leoflow.kube.tries import Try, fmt_seconds
 from leoflow.settings import Settings
+
+if TYPE_CHECKING:
+    from leoflow.kube.podcache import PodCache
+
+# A try judged by one reaper pass: its outcome, and its pod to delete (None: no pod).
+Verdict = tuple[Try, Outcome, PodRecord | None]
+
+
+def reap_verdicts(
+    tries: Iterable[Try], cache: PodCache, now: float, settings: Settings, agent_grace: float
+) -> Iterator[Verdict]:
+    """One pass over the tries in flight, reading only the cache: a verdict per try that
+    is lost, cancelled or stuck Pending. Absence clocks start and restart as it goes;
+    while the cache is not synced nothing is judged absent."""
+    synced = cache.synced
+    for tracked in tries:
+        if tracked.finishing or not tracked.created:
+            continue
+        record = cache.get(tracked.name)
+        if record is None:
+            if not synced:
+                tracked.absent_since = None
+                continue
+            if tracked.absent_since is None:
+                tracked.absent_since = now
+                continue
+            # Only what the cache heard after the absence began counts: a watch
+            # that has brought nothing (not even a bookmark) since says nothing.
+            absent = min(now, cache.heard_at) - tracked.absent_since
+            outcome = absence_outcome(tracked, absent, settings, agent_grace)
+            if outcome is not None:
+                yield tracked, outcome, None
+            continue
+        tracked.absent_since = None
+        stuck = pending_outcome(record, now - tracked.launched_at, settings)
+        if stuck is not None:
+            yield tracked, stuck, record
 
 
 def absence_outcome(

@@ -19,7 +19,8 @@ from typing import Any
 CHILD = """
 import json, resource, sys
 from pathlib import Path
-from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
+from leoflow.dagfile.problems import DagFileError
 from leoflow.dbt.project import expander
 
 with open("/proc/self/statm") as statm:

@@ -96,3 +96,29 @@ async def test_clear_failed_clears_the_failed_and_upstream_failed_of_a_finished_
     again = await client.post(CLEAR_FAILED, headers=auth_header("operator"))
     assert again.status_code == 409
     assert again.json()["detail"] == "run 'r' (running) has no failed task; nothing was cleared"
+
+
+async def test_every_change_to_a_queued_runs_tasks_is_refused_alike(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    """Clear, mark and clear failed share one check: the same 409 body, the same
+    sentence but for what was not done, and nothing written nor requested."""
+    await seed(store)
+    op = auth_header("operator")
+    before = await _states(store, "q")
+    q = "/api/v1/dags/etl/runs/q"
+    refusals = {
+        f"{q}/tasks/extract/clear": "cleared",
+        f"{q}/tasks/extract/clear?downstream=true": "cleared",
+        f"{q}/tasks/load/mark?state=failed": "marked",
+        f"{q}/tasks/extract/mark?state=success&downstream=true": "marked",
+        f"{q}/clear_failed": "cleared",
+    }
+    for url, done in refusals.items():
+        response = await client.post(url, headers=op)
+        assert response.status_code == 409, (url, response.text)
+        assert response.json() == {
+            "detail": f"run 'q' is queued: none of its tasks has run yet; nothing was {done}"
+        }, url
+    assert await _states(store, "q") == before
+    assert await pending_clears(store) == []

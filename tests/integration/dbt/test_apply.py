@@ -20,7 +20,8 @@ import pytest
 from leoflow.api.app import create_app
 from leoflow.api.auth import Auth
 from leoflow.api.server import RunningApi, start_server
-from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file, load_options, parse_dag
+from leoflow.dagfile.loader import LoadOptions, load_dag_file, load_options, parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.dbt.project import Project, expander, load_manifest
 from leoflow.domain.catalogue import parse_spec
 from leoflow.domain.dbt_resolved import manifest_sha256

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
+from leoflow.dagfile.problems import DagFileError
 from leoflow.dbt.project import expander, fingerprint, secret_env_name
 from leoflow.dbt.task import reason_from_output, reason_from_results, run
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, LoadOptions, load_dag_file
+from leoflow.dagfile.loader import LoadOptions, load_dag_file
+from leoflow.dagfile.problems import DagFileError
 from leoflow.dbt.project import expander
 from tests.support.dbt import dbt_bin
 

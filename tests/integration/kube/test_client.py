@@ -9,10 +9,11 @@ import pytest
 
 from leoflow.kube import calls
 from leoflow.kube.calls import ApiCall
-from leoflow.kube.client import KubeClient, TokenBucket
+from leoflow.kube.client import KubeClient
 from leoflow.kube.dag_anchor import DagAnchors
 from leoflow.kube.errors import AlreadyExists, CallNotDeclared, Conflict, KubeUnavailable, Refused
 from leoflow.kube.pod import build_pod
+from leoflow.kube.token_bucket import TokenBucket
 from tests.fakekube import FakeApiServer
 
 from .conftest import RELEASE_NS, TASK_NS, declared_calls, launch_for, make_settings
@@ -164,8 +165,8 @@ async def test_token_bucket_paces_after_the_burst(monkeypatch: pytest.MonkeyPatc
         waits.append(seconds)
         now[0] += seconds
 
-    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
-    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("leoflow.kube.token_bucket.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.token_bucket.asyncio.sleep", fake_sleep)
     bucket = TokenBucket(rate=10.0, burst=3)
     for _ in range(5):
         await bucket.take()
@@ -184,8 +185,8 @@ async def test_token_bucket_keeps_its_rate_when_sleeps_overshoot(
         waits.append(seconds)
         now[0] += seconds + 0.04
 
-    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
-    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", late_sleep)
+    monkeypatch.setattr("leoflow.kube.token_bucket.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.token_bucket.asyncio.sleep", late_sleep)
     bucket = TokenBucket(rate=10.0, burst=1)
     for _ in range(4):
         await bucket.take()
@@ -207,8 +208,8 @@ async def test_token_bucket_spaces_concurrent_takers_and_refunds_a_cancel(
         gates.append(gate)
         await gate
 
-    monkeypatch.setattr("leoflow.kube.client.time.monotonic", lambda: now[0])
-    monkeypatch.setattr("leoflow.kube.client.asyncio.sleep", held_sleep)
+    monkeypatch.setattr("leoflow.kube.token_bucket.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("leoflow.kube.token_bucket.asyncio.sleep", held_sleep)
     bucket = TokenBucket(rate=10.0, burst=2)
     takers = [asyncio.create_task(bucket.take()) for _ in range(5)]
     for _ in range(3):

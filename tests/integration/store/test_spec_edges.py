@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.catalogue import CatalogueEntry, parse_spec
 from leoflow.domain.dag import MAX_ACTIVE_LIMIT
 from leoflow.domain.mapping import MAX_MAP_ITEMS

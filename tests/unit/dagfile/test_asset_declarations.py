@@ -8,7 +8,8 @@ from textwrap import dedent
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import parse_dag
+from leoflow.dagfile.problems import DagFileError
 
 PATH = Path("dags/shop/leoflow.yaml")
 

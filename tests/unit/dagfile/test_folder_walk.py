@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, load_dag_folder, read_dag_text
+from leoflow.dagfile.file_text import read_dag_text
+from leoflow.dagfile.loader import load_dag_folder
+from leoflow.dagfile.problems import DagFileError
 from leoflow.dagfile.walk import list_folder
 
 GOOD = "dag_id: {name}\ntasks:\n  a: {{command: echo}}\n"

@@ -7,17 +7,16 @@ from textwrap import dedent
 
 import pytest
 
+from leoflow.dagfile.dag_checks import PASSTHROUGH_SETTING
 from leoflow.dagfile.loader import (
-    PASSTHROUGH_SETTING,
-    DagFileError,
     LoadOptions,
-    Problem,
     dag_files,
     lite_ignored_fields,
     load_dag_file,
     load_dag_folder,
     parse_dag,
 )
+from leoflow.dagfile.problems import DagFileError, Problem
 from leoflow.domain.dag import DEFAULT_POOL
 
 PATH = Path("dags/sales/leoflow.yaml")

@@ -9,14 +9,8 @@ from textwrap import dedent
 
 import pytest
 
-from leoflow.dagfile.loader import (
-    DagFileError,
-    LoadOptions,
-    Problem,
-    load_dag_file,
-    load_dag_folder,
-    parse_dag,
-)
+from leoflow.dagfile.loader import LoadOptions, load_dag_file, load_dag_folder, parse_dag
+from leoflow.dagfile.problems import DagFileError, Problem
 from leoflow.dagfile.yamldoc import MAX_DEPTH, MAX_DOCUMENT_CHARS
 from leoflow.domain.progress import topological_order
 

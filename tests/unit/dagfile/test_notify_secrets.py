@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
+from leoflow.dagfile.loader import LoadOptions, parse_dag
+from leoflow.dagfile.problems import DagFileError
 
 DAG = """\
 dag_id: alerts

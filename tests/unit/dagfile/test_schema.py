@@ -13,7 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
-from leoflow.dagfile.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.dagfile.schema import dag_file_schema, schema_text, shipped_schema
 
 REPO = Path(__file__).resolve().parents[3]

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
+from leoflow.dagfile.loader import LoadOptions, parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.dbt import DbtSpec, Expansion, Paths, expand
 from leoflow.domain.dbt_section import DbtRequest
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.dag import TASK_ID_PATTERN
 from leoflow.domain.dbt import DbtSpec
 from tests.unit.domain.test_dbt import load, manifest, node, run

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.dag import DagSpec
 from leoflow.domain.mapping import (
     Expansion,

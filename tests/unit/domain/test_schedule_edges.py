@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from leoflow.dagfile.loader import DagFileError, parse_dag
+from leoflow.dagfile.loader import parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.catalogue import CatalogueEntry, parse_spec
 from leoflow.domain.schedule import clamped_utc, due_runs, next_fires
 from leoflow.domain.timebounds import EARLIEST_STAMP, LATEST, LATEST_STAMP

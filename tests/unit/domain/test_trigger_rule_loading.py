@@ -7,7 +7,8 @@ from textwrap import dedent
 
 import pytest
 
-from leoflow.dagfile.loader import DagFileError, LoadOptions, parse_dag
+from leoflow.dagfile.loader import LoadOptions, parse_dag
+from leoflow.dagfile.problems import DagFileError
 from leoflow.domain.trigger_rules import TRIGGER_RULES, TriggerRule
 
 PATH = Path("dags/etl/leoflow.yaml")
