@@ -86,6 +86,10 @@ def _url(text: str) -> str:
     return urllib.parse.quote(text, safe="")
 
 
+def _url_path(text: str) -> str:
+    return urllib.parse.quote(text)  # the default keeps "/"
+
+
 def _url_plus(text: str) -> str:
     return urllib.parse.quote_plus(text, safe="")
 
@@ -110,8 +114,14 @@ def _html_escape(text: str) -> str:
 # holding JSON or a URL; base64 of JSON (a JWT's payload), of a URL or of base64.
 # Hex is left out on both sides: it is rarely nested, and its forms start with
 # digits, which ordinary output is full of (each costs the search a look).
-_ONCE: tuple[Callable[[str], str], ...] = (_json, _url, _url_plus, _b64, _b64url)
-_AGAIN_AS_TEXT: tuple[Callable[[str], str], ...] = (_json, _url, _url_plus, _html_escape)
+_ONCE: tuple[Callable[[str], str], ...] = (_json, _url, _url_path, _url_plus, _b64, _b64url)
+_AGAIN_AS_TEXT: tuple[Callable[[str], str], ...] = (
+    _json,
+    _url,
+    _url_path,
+    _url_plus,
+    _html_escape,
+)
 
 
 def _twice(text: str) -> set[bytes]:
@@ -139,7 +149,7 @@ def _encodings(text: str) -> set[bytes]:
         repr(raw)[2:-1].encode(),  # print(value.encode()): b'...\xc3\xa9...'
         _html_escape(text).encode(),
         url.encode(),
-        urllib.parse.quote(text).encode(),  # the default keeps "/"
+        _url_path(text).encode(),
         _url_plus(text).encode(),
         # JavaScript's encodeURIComponent keeps !*'() as they are; PHP's and Java's
         # encoders write ~ as %7E.
@@ -194,74 +204,3 @@ def _base64_inside(raw: bytes, encode: object) -> set[bytes]:
         last = 8 * (align + len(raw)) // 6  # past the last one with only raw's bits
         forms.add(encoded[first:last])
     return forms
-
-
-def trie_pattern(forms: set[bytes]) -> bytes:
-    """One regular expression for all ``forms``, as a trie: at each byte the engine
-    follows one branch instead of trying every form in turn, and where one form is a
-    prefix of another the longer is tried first (the match is the longest)."""
-    return b"|".join(trie_branches(forms))
-
-
-def trie_branches(forms: set[bytes]) -> list[bytes]:
-    """The trie's first level, one alternative per first byte: joined with ``|`` at
-    the top of a pattern, not in a group, so the engine skips at C speed every byte
-    no form starts with."""
-    trie: _Node = {}
-    for form in forms:
-        node = trie
-        for atom in _atoms(form):
-            node = node.setdefault(atom, {})
-        node[_END] = {}
-    return _branches(trie)
-
-
-_Node = dict[int, "_Node"]
-_END = -1  # the key that marks "a form ends here"
-_EITHER_CASE = 0x100  # added to a lower-case hex letter that matches in either case
-# The hex digits of an escape: %2F, \u00E9, \xE9, &#xE9;
-_ESCAPE_DIGITS = re.compile(rb"(?<=%)[0-9A-Fa-f]{2}|(?<=\\u)[0-9A-Fa-f]{4}|(?<=\\x)[0-9A-Fa-f]{2}|(?<=&#x)[0-9A-Fa-f]+(?=;)")
-
-
-def _atoms(form: bytes) -> list[int]:
-    """``form``'s bytes, with each letter among an escape's hex digits made to match
-    either case (a form written with ``%2F`` finds ``%2f`` too)."""
-    atoms = list(form)
-    for digits in _ESCAPE_DIGITS.finditer(form):
-        for i in range(*digits.span()):
-            if atoms[i] >= ord("A"):
-                atoms[i] = (atoms[i] | 0x20) + _EITHER_CASE
-    return atoms
-
-
-_LITERAL = [re.escape(bytes([byte])) for byte in range(256)]
-
-
-def _atom(atom: int) -> bytes:
-    if atom >= _EITHER_CASE:
-        letter = atom - _EITHER_CASE
-        return b"[" + bytes([letter, letter ^ 0x20]) + b"]"
-    return _LITERAL[atom]
-
-
-def _node_pattern(node: _Node) -> bytes:
-    branches = _branches(node)
-    if not branches:
-        return b""
-    body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
-    # Where a form may end here, the longer ones are tried first (greedy), then none.
-    return b"(?:" + body + b")?" if _END in node else body
-
-
-def _branches(node: _Node) -> list[bytes]:
-    branches = []
-    for atom, child in sorted(node.items(), key=lambda item: item[0]):
-        if atom == _END:
-            continue
-        # A run of single children is one piece of pattern, not a nest of groups.
-        run = [_atom(atom)]
-        while len(child) == 1 and _END not in child:
-            ((atom, child),) = child.items()
-            run.append(_atom(atom))
-        branches.append(b"".join(run) + _node_pattern(child))
-    return branches

@@ -26,13 +26,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from leoflow.agent.mask_forms import (
-    LINE_BREAKS,
-    MIN_MASKED_LENGTH,
-    masked_forms,
-    plain_forms,
-    trie_pattern,
-)
+from leoflow.agent.mask_forms import LINE_BREAKS, MIN_MASKED_LENGTH, masked_forms, plain_forms
+from leoflow.agent.mask_trie import trie_pattern
 
 __all__ = ["MASK", "MIN_MASKED_LENGTH", "Masker", "Secrets", "masked_forms"]
 
@@ -104,7 +99,7 @@ class Secrets:
                 self._by_head.setdefault(form[:_HEAD], []).append(form)
         # Where a longer form may start: found by the engine, not a loop over bytes.
         heads = set(self._by_head)
-        self._head_pattern = re.compile(trie_pattern(heads)) if heads else None
+        self._head_pattern = re.compile(trie_pattern(heads, spellings=False)) if heads else None
 
     @staticmethod
     def of(values: Iterable[str]) -> Secrets:
