@@ -2,7 +2,7 @@
 
 A task prints a secret as it is, or through an encoding it did not choose: a JSON
 string (``json.dumps`` escapes ``"`` and ``\\`` and, by default, writes non-ASCII as
-``\\uXXXX``), a Python ``repr`` (of the text or of its bytes), HTML, a URL
+``\\uXXXX``), a Python ``repr`` (of the text or of its bytes) or ``ascii``, HTML, a URL
 (``quote``, ``quote_plus``, JavaScript's ``encodeURIComponent``, ``~`` as ``%7E``),
 shell quoting (``shlex.quote``, bash's ``${v@Q}`` and ``printf %q``), base64
 (standard and URL-safe, padded or not, alone or somewhere inside a longer base64
@@ -145,8 +145,12 @@ def _encodings(text: str) -> set[bytes]:
         json.dumps(text, ensure_ascii=False)[1:-1].encode(),
         json.dumps(escaped)[1:-1].encode(),  # a JSON string inside a JSON string
         escaped.replace("/", "\\/").encode(),  # JSON writers that escape the slash
+        # Go's json.Marshal writes <, > and & as \u003c, \u003e and \u0026.
+        escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode(),
         repr(text)[1:-1].encode(),
         repr(raw)[2:-1].encode(),  # print(value.encode()): b'...\xc3\xa9...'
+        ascii(text)[1:-1].encode(),  # ascii(), %a: non-ASCII as \xe9, \u20ac
+        text.encode("unicode_escape"),
         _html_escape(text).encode(),
         url.encode(),
         _url_path(text).encode(),

@@ -12,7 +12,8 @@ first (the match is the longest). Two kinds of byte match more than themselves:
   either case (``/``, ``%2F``, ``%2f``, ``%252F``), and a space as ``+`` too. Which
   bytes an encoder leaves alone differs from one to another (Python's ``quote``
   keeps ``/``, JavaScript's ``encodeURIComponent`` keeps ``!*'()``, form encoding
-  writes a space as ``+``), so every form is also found URL-encoded by any of them.
+  writes a space as ``+``), so every form is also found URL-encoded by any of them;
+  and ``/`` as ``\\/`` too, as PHP's JSON writes it.
   Only forms up to ``SPELLED_UP_TO`` bytes, and not hex a byte at a time (its
   separators are not a URL's): each such byte is a group in the pattern, and a long
   form's would take the engine seconds to compile. A long value is still found
@@ -81,6 +82,8 @@ def _spellings(atom: int) -> list[bytes]:
         escaped = [b"%(?:25)?" + _hex_digits(byte)]
         if byte == ord(" "):  # form encoding's +, and that + URL-encoded again
             escaped += [b"\\+", b"%2[bB]"]
+        if byte == ord("/"):  # JSON writers that escape the slash (PHP's)
+            escaped.append(b"\\\\/")
         return [_LITERAL[byte], *escaped]
     if atom >= _EITHER_CASE:
         letter = atom - _EITHER_CASE

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from leoflow.agent.mask_forms import LINE_BREAKS, MIN_MASKED_LENGTH, masked_forms, plain_forms
-from leoflow.agent.mask_trie import trie_pattern
+from leoflow.agent.mask_trie import SPELLED_UP_TO, trie_pattern
 
 __all__ = ["MASK", "MIN_MASKED_LENGTH", "Masker", "Secrets", "masked_forms"]
 
@@ -41,6 +41,39 @@ PIECES_UP_TO = 100
 _BLOB_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-"
 BLOB = 16
 _BREAK = re.compile(b"[\r\n]")
+
+
+# A spelled form (mask_trie.SPELLED_UP_TO bytes) is at most five times longer
+# URL-encoded twice (%25XX).
+_SPELLED_SPAN = 5 * SPELLED_UP_TO
+_ESCAPES = [  # a + is a space in form encoding, itself elsewhere (encodeURI keeps it)
+    re.compile(b"%(?:25)?[0-9A-Fa-f]{2}|\\\\/|\\+"),
+    re.compile(b"%(?:25)?[0-9A-Fa-f]{2}|\\\\/"),
+]
+_PARTIAL_ESCAPE = re.compile(b"%(?:25[0-9A-Fa-f]?|[0-9A-Fa-f])?\\Z")
+
+
+_UNESCAPED = {b"+": b" ", b"\\/": b"/"}
+
+
+def _url_decoded(
+    flat: bytes, low: int, high: int, escapes: re.Pattern[bytes]
+) -> tuple[bytes, list[int]]:
+    """``flat[low:high]`` URL-decoded (once or twice, + as a space, and JSON's \\/ as
+    /: the spellings ``mask_trie`` matches), and where each of its bytes came from."""
+    out: list[bytes] = []
+    origin: list[int] = []
+    pos = low
+    for escape in escapes.finditer(flat, low, high):
+        out.append(flat[pos : escape.start()])
+        origin.extend(range(pos, escape.start()))
+        text = escape.group()
+        out.append(_UNESCAPED.get(text) or bytes([int(text[-2:], 16)]))
+        origin.append(escape.start())
+        pos = escape.end()
+    out.append(flat[pos:high])
+    origin.extend(range(pos, high))
+    return b"".join(out), origin
 
 
 class _Flat:
@@ -144,9 +177,9 @@ class Secrets:
         or within the start of a value as printed (printed in two pieces)."""
         flat = buffer.translate(None, LINE_BREAKS) if flat is None else flat
         if len(flat) == len(buffer):
-            return self._waiting_literal(buffer)
+            return self._waiting_form(buffer)
         rest = max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
-        start = self._waiting_literal(flat)
+        start = self._waiting_form(flat)
         last_line = len(buffer) - rest  # in the flat text too: it holds no break
         if start >= len(flat) - last_line:  # nothing waiting runs over a break
             return rest + start - (len(flat) - last_line)
@@ -161,7 +194,23 @@ class Secrets:
         for at in range(max(start, len(flat) - PIECES_UP_TO), where.flat(rest)):
             if flat[at:] in self._plain_heads:
                 return where.original(at)
-        return rest + self._waiting_literal(buffer[rest:])
+        return rest + self._waiting_form(buffer[rest:])
+
+    def _waiting_form(self, flat: bytes) -> int:
+        """``_waiting_literal``, and the same of the end URL-decoded: a form is found in
+        any URL encoder's spelling (``mask_trie``), so its start waits in any too."""
+        start = self._waiting_literal(flat)
+        low = max(0, len(flat) - _SPELLED_SPAN)
+        if all(flat.find(mark, low) == -1 for mark in (b"%", b"+", b"\\/")):
+            return start
+        # An escape cut short at the end could be any byte: what precedes it may wait.
+        partial = _PARTIAL_ESCAPE.search(flat, low)
+        high = len(flat) if partial is None else partial.start()
+        for escapes in _ESCAPES:
+            decoded, origin = _url_decoded(flat, low, high, escapes)
+            at = self._waiting_literal(decoded)
+            start = min(start, origin[at] if at < len(decoded) else high)
+        return start
 
     def _waiting_literal(self, buffer: bytes) -> int:
         size = len(buffer)
