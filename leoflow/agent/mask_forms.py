@@ -163,7 +163,11 @@ def _encodings(text: str) -> set[bytes]:
         *_shell_quoted(text),
         *(h.encode() for h in hexed),
         # A byte at a time: hexdump's and openssl's spaced and colon-separated hex.
-        *(sep.join(h[i : i + 2] for i in range(0, len(h), 2)).encode() for h in hexed for sep in " :"),
+        *(
+            sep.join(h[i : i + 2] for i in range(0, len(h), 2)).encode()
+            for h in hexed
+            for sep in " :"
+        ),
     }
     forms.update(_base64_forms(raw))
     return forms

@@ -233,6 +233,7 @@ class Secrets:
     def found(self, data: bytes) -> bool:
         flat = data.translate(None, LINE_BREAKS)
         return self._pattern is not None and self._pattern.search(flat) is not None
+
     def text(self, text: str) -> str:
         """``text`` with every form masked (a message, a string of the output)."""
         if not self.found(text.encode("utf-8", "surrogatepass")):

@@ -370,7 +370,7 @@ def test_url_encoding_in_either_case_and_any_safe_set_is_masked() -> None:
 
 def _shell_and_other_escapes(value: str) -> list[bytes]:
     raw = value.encode()
-    bash = "v=$1; printf '%q\\n' \"$v\"; echo \"${v@Q}\""
+    bash = 'v=$1; printf \'%q\\n\' "$v"; echo "${v@Q}"'
     printed = subprocess.run(["bash", "-c", bash, "_", value], capture_output=True, check=True)
     return [
         shlex.quote(value).encode(),
@@ -378,7 +378,11 @@ def _shell_and_other_escapes(value: str) -> list[bytes]:
         " ".join(f"{b:02x}" for b in raw).encode(),  # hexdump's bytes
         ":".join(f"{b:02X}" for b in raw).encode(),  # openssl's
         # Go's JSON: <, > and & as \u003c...; any JSON: hex digits in upper case.
-        json.dumps(value).replace("\\u00e9", "\\u00E9").replace("<", "\\u003C").replace("&", "\\u0026").encode(),
+        json.dumps(value)
+        .replace("\\u00e9", "\\u00E9")
+        .replace("<", "\\u003C")
+        .replace("&", "\\u0026")
+        .encode(),
         value.encode("unicode_escape").replace(b"\\xe9", b"\\xE9"),
     ]
 
