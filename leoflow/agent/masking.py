@@ -125,7 +125,11 @@ class Secrets:
         # What could still grow into a form is judged in either case: escapes' hex
         # digits match in either case, and holding back a little more costs nothing.
         folded = {f.lower() for f in forms}
-        self._heads = {f[:size] for f in folded for size in range(1, min(_HEAD, len(f)))}
+        short = {f[:size] for f in folded for size in range(1, min(_HEAD, len(f)))}
+        # The proper prefixes shorter than _HEAD, as the end of a text.
+        self._short_pattern = (
+            re.compile(b"(?:" + trie_pattern(short, spellings=False) + b")\\Z") if short else None
+        )
         self._by_head: dict[bytes, list[bytes]] = {}
         for form in folded:
             if len(form) > _HEAD:
@@ -151,8 +155,10 @@ class Secrets:
             yield from self._flat_spans(buffer, before)
             return
         where: _Flat | None = None
-        # ``before`` in the flat text: at most it, as many breaks as lie before it.
-        flat_before = before - buffer.count(b"\n", 0, before) - buffer.count(b"\r", 0, before)
+        # ``before`` in the flat text, less the breaks before it (counted after it: the
+        # end is short).
+        after = buffer.count(b"\n", before) + buffer.count(b"\r", before)
+        flat_before = before - (len(buffer) - len(flat) - after)
         for start, end in self._flat_spans(flat, flat_before):
             where = where or _Flat(buffer, start)  # a flat index is at most its original
             yield where.original(start), where.original(end - 1) + 1
@@ -200,8 +206,8 @@ class Secrets:
         """``_waiting_literal``, and the same of the end URL-decoded: a form is found in
         any URL encoder's spelling (``mask_trie``), so its start waits in any too."""
         start = self._waiting_literal(flat)
-        low = max(0, len(flat) - _SPELLED_SPAN)
-        if all(flat.find(mark, low) == -1 for mark in (b"%", b"+", b"\\/")):
+        low = len(flat) - _SPELLED_SPAN if len(flat) > _SPELLED_SPAN else 0
+        if flat.find(b"%", low) < 0 and flat.find(b"+", low) < 0 and flat.find(b"\\/", low) < 0:
             return start
         # An escape cut short at the end could be any byte: what precedes it may wait.
         partial = _PARTIAL_ESCAPE.search(flat, low)
@@ -225,10 +231,8 @@ class Secrets:
                 return base + match.start()
             pos = match.start() + 1
         end = buffer[-_HEAD + 1 :].lower()
-        for start in range(len(end)):
-            if end[start:] in self._heads:
-                return size - len(end) + start
-        return size
+        short = self._short_pattern.search(end) if self._short_pattern is not None else None
+        return size if short is None else size - len(end) + short.start()
 
     def found(self, data: bytes) -> bool:
         flat = data.translate(None, LINE_BREAKS)
@@ -331,6 +335,7 @@ class Masker:
         # A run may reach past ``safe``: what of it stays held is masked already.
         self._masked = max(0, pos - safe)
         released = b"".join(out)
-        run = len(released) - len(released.rstrip(_BLOB_CHARS))
+        end = released[-BLOB:]  # not all of it: rstrip copies what it keeps
+        run = len(end) - len(end.rstrip(_BLOB_CHARS))
         self._blob = min(BLOB, run + self._blob if run == len(released) else run)
         return released
