@@ -335,7 +335,7 @@ class Masker:
         # A run may reach past ``safe``: what of it stays held is masked already.
         self._masked = max(0, pos - safe)
         released = b"".join(out)
-        end = released[-BLOB:]  # not all of it: rstrip copies what it keeps
-        run = len(end) - len(end.rstrip(_BLOB_CHARS))
+        last = released[-BLOB:]  # not all of it: rstrip copies what it keeps
+        run = len(last) - len(last.rstrip(_BLOB_CHARS))
         self._blob = min(BLOB, run + self._blob if run == len(released) else run)
         return released
