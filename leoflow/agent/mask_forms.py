@@ -102,11 +102,12 @@ def _b64url(text: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode()
 
 
-def _html_escape(text: str) -> str:
-    """As ``html.escape`` writes it (not imported: it would cost the agent's start)."""
-    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
+def _html_escape(text: str, quotes: tuple[str, str] = ("&quot;", "&#x27;")) -> str:
+    """As ``html.escape`` writes it (not imported: it would cost the agent's start),
+    or with other entities for the quotes."""
+    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', quotes[0])):
         text = text.replace(char, entity)
-    return text.replace("'", "&#x27;")
+    return text.replace("'", quotes[1])
 
 
 # What a value encoded once is encoded again with (``_twice``): the encodings that
@@ -152,6 +153,8 @@ def _encodings(text: str) -> set[bytes]:
         ascii(text)[1:-1].encode(),  # ascii(), %a: non-ASCII as \xe9, \u20ac
         text.encode("unicode_escape"),
         _html_escape(text).encode(),
+        _html_escape(text, ("&#34;", "&#39;")).encode(),  # Jinja's (markupsafe)
+        _html_escape(text, ("&quot;", "&apos;")).encode(),  # XML's
         url.encode(),
         _url_path(text).encode(),
         _url_plus(text).encode(),

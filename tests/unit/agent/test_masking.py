@@ -384,6 +384,8 @@ def _shell_and_other_escapes(value: str) -> list[bytes]:
         .replace("&", "\\u0026")
         .encode(),
         value.encode("unicode_escape").replace(b"\\xe9", b"\\xE9"),
+        html.escape(value).replace("&#x27;", "&#39;").replace("&quot;", "&#34;").encode(),
+        html.escape(value).replace("&#x27;", "&apos;").encode(),  # XML
     ]
 
 
