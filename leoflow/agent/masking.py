@@ -173,14 +173,15 @@ class Secrets:
             yield match.start(), match.end()
             pos = match.start() + 1
 
-    def waiting(self, buffer: bytes, blob: int = 0, flat: bytes | None = None) -> int:
+    def waiting(self, buffer: bytes, sent: bytes = b"", flat: bytes | None = None) -> int:
         """Where the end of ``buffer`` that could still grow into a form begins
-        (``len(buffer)`` when no end could). ``blob``: how many base64 or hex
-        characters the output sent before ``buffer`` ended with.
+        (``len(buffer)`` when no end could). ``sent``: the end of what was sent
+        before ``buffer``, up to ``BLOB`` bytes.
 
         An end that runs on over a line break waits only where the break could cut a
         form: after a run of ``BLOB`` base64 or hex characters (a wrapped encoding),
-        or within the start of a value as printed (printed in two pieces)."""
+        where a line is nothing but the start of a form, or within the start of a
+        value as printed (a form or a value printed in two pieces)."""
         flat = buffer.translate(None, LINE_BREAKS) if flat is None else flat
         if len(flat) == len(buffer):
             return self._waiting_form(buffer)
@@ -193,10 +194,13 @@ class Secrets:
         where = _Flat(buffer, _flat_from(buffer, len(flat) - start))
         cut = _BREAK.search(buffer, where.original(start))
         assert cut is not None
+        origin = where.original(start)
         line = buffer[max(0, cut.start() - BLOB) : cut.start()]
+        line = (sent + line)[-BLOB:] if cut.start() < BLOB else line
         run = len(line) - len(line.rstrip(_BLOB_CHARS))
-        if run + (blob if run == cut.start() else 0) >= BLOB:
-            return where.original(start)
+        before = buffer[origin - 1 : origin] if origin else sent[-1:]
+        if run >= BLOB or before in (b"", b"\n", b"\r"):
+            return origin
         for at in range(max(start, len(flat) - PIECES_UP_TO), where.flat(rest)):
             if flat[at:] in self._plain_heads:
                 return where.original(at)
@@ -293,7 +297,7 @@ class Masker:
         self._secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
         self._held = b""
         self._masked = 0  # how much of the start of _held is already behind a MASK sent
-        self._blob = 0  # how many base64 or hex characters what was sent ends with
+        self._sent = b""  # the end of what was sent: where the held bytes' line began
 
     @property
     def active(self) -> bool:
@@ -304,7 +308,7 @@ class Masker:
             return data
         buffer = self._held + data
         flat = buffer.translate(None, LINE_BREAKS)
-        return self._release(buffer, self._secrets.waiting(buffer, self._blob, flat), flat)
+        return self._release(buffer, self._secrets.waiting(buffer, self._sent, flat), flat)
 
     def flush(self) -> bytes:
         buffer, self._held = self._held, b""
@@ -335,7 +339,5 @@ class Masker:
         # A run may reach past ``safe``: what of it stays held is masked already.
         self._masked = max(0, pos - safe)
         released = b"".join(out)
-        last = released[-BLOB:]  # not all of it: rstrip copies what it keeps
-        run = len(last) - len(last.rstrip(_BLOB_CHARS))
-        self._blob = min(BLOB, run + self._blob if run == len(released) else run)
+        self._sent = (self._sent + released[-BLOB:])[-BLOB:]
         return released

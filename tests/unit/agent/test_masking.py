@@ -349,9 +349,10 @@ def test_a_value_encoded_twice_is_masked_wherever_the_stream_is_cut() -> None:
 def _url_spellings(value: str) -> list[bytes]:
     quote, plus = urllib.parse.quote, urllib.parse.quote_plus
     lower = re.compile(r"%[0-9A-F]{2}")
-    mixed = "".join(
-        c.lower() if i % 2 else c for i, c in enumerate(quote(value, safe=""))
-    )  # some escapes in lower case, some upper, some half and half
+    styles = [str.lower, str.upper, lambda e: e[:2].lower() + e[2:]] * len(value)
+    # Some escapes in lower case, some upper, some half and half; the value's own
+    # letters as they are.
+    mixed = lower.sub(lambda m: styles.pop()(m.group()), quote(value, safe=""))
     return [
         lower.sub(lambda m: m.group().lower(), quote(value, safe="")).encode(),
         lower.sub(lambda m: m.group().lower(), plus(value)).encode(),  # + for a space
@@ -393,3 +394,22 @@ def test_shell_quoting_spaced_hex_and_escapes_in_either_case_are_masked() -> Non
     for form in _shell_and_other_escapes(ODD):
         tells = {t for t in _tells(form.strip(b"'\"")) if b"'" not in t}
         _cut_everywhere(ODD, b"run " + form + b" now\n", tells)
+
+
+def test_a_form_printed_in_pieces_one_per_line_is_masked_however_reads_cut_it() -> None:
+    # print(encoded[:cut]); print(encoded[cut:]), each flushed: a line that is nothing
+    # but the start of a form waits for the next, whatever the form.
+    raw = ODD.encode()
+    forms = [
+        base64.b64encode(raw),
+        _url_spellings(ODD)[0],  # escapes in lower case
+        raw.hex().encode(),
+        json.dumps(ODD)[1:-1].encode(),
+    ]
+    secrets = Secrets.of([ODD])
+    for form in forms:
+        for cut in range(1, len(form)):
+            for brk in (b"\n", b"\r\n"):
+                data = form[:cut] + brk + form[cut:] + brk
+                out = _through(Masker(secrets), data, [cut + len(brk)])
+                assert out == MASK + brk, (form, cut, out)
