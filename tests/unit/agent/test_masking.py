@@ -346,12 +346,16 @@ def test_a_value_encoded_twice_is_masked_wherever_the_stream_is_cut() -> None:
         _cut_everywhere(ODD, b"Bearer eyJ." + token + b".sig\n", _tells(inside))
 
 
+def _half_lower(escape: str) -> str:
+    return escape[:2].lower() + escape[2:]
+
+
 def _url_spellings(value: str) -> list[bytes]:
     quote, plus = urllib.parse.quote, urllib.parse.quote_plus
     lower = re.compile(r"%[0-9A-F]{2}")
-    styles = [str.lower, str.upper, lambda e: e[:2].lower() + e[2:]] * len(value)
     # Some escapes in lower case, some upper, some half and half; the value's own
     # letters as they are.
+    styles = [str.lower, str.upper, _half_lower] * len(value)
     mixed = lower.sub(lambda m: styles.pop()(m.group()), quote(value, safe=""))
     return [
         lower.sub(lambda m: m.group().lower(), quote(value, safe="")).encode(),
