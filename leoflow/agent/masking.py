@@ -53,6 +53,7 @@ _ESCAPES = [  # a + is a space in form encoding, itself elsewhere (encodeURI kee
 _PARTIAL_ESCAPE = re.compile(b"%(?:25[0-9A-Fa-f]?|[0-9A-Fa-f])?\\Z")
 
 
+_CONTROL_ESCAPE = re.compile(r"\\u00[01][0-9a-fA-F]")
 _UNESCAPED = {b"+": b" ", b"\\/": b"/"}
 
 
@@ -260,7 +261,10 @@ class Secrets:
             masked = json.dumps(self._masked(json.loads(text)), ensure_ascii=False)
         except (ValueError, RecursionError):
             return None
-        return None if self.found(masked.encode("utf-8", "surrogatepass")) else masked
+        # A control character's escape (\u0000) is JSON's spelling of a string's
+        # byte, already masked where it was part of a value: not a form lying across.
+        probe = _CONTROL_ESCAPE.sub("\x00", masked)
+        return None if self.found(probe.encode("utf-8", "surrogatepass")) else masked
 
     def completion(
         self, message: str, output: str | None, output_error: str
