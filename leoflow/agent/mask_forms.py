@@ -6,8 +6,8 @@ string (``json.dumps`` escapes ``"`` and ``\\`` and, by default, writes non-ASCI
 (``quote``, ``quote_plus``, JavaScript's ``encodeURIComponent``, ``~`` as ``%7E``),
 shell quoting (``shlex.quote``, bash's ``${v@Q}`` and ``printf %q``), base64
 (standard and URL-safe, padded or not, alone or somewhere inside a longer base64
-stream, where the value may start at any of three alignments), hex (plain, or a
-byte at a time between spaces or colons). Each of these is a form to mask, and so
+stream, where the value may start at any of three alignments), base32 (of the value
+alone), hex (plain, or a byte at a time between spaces or colons). Each of these is a form to mask, and so
 is each of them applied to the value encoded once already (``_twice``).
 
 The hex digits of an escape (``%2F``, ``\\u00E9``, ``\\xE9``, ``&#xE9;``) match in
@@ -173,6 +173,11 @@ def _encodings(text: str) -> set[bytes]:
         ),
     }
     forms.update(_base64_forms(raw))
+    # base32 (coreutils' base32, TOTP seeds) of the value alone: its five alignments
+    # inside a longer stream would start forms with more of the capitals and digits
+    # ordinary output is full of, and cost every search.
+    whole = base64.b32encode(raw)
+    forms.update((whole, whole.rstrip(b"=")))
     return forms
 
 

@@ -297,6 +297,9 @@ def test_base64_wrapped_at_a_column_is_masked_at_each_alignment() -> None:
                 encoded = encode(stream)
                 inside = _secret_chars(encoded, before, len(raw))
                 _cut_everywhere(ODD, b"data:\n" + _wrapped(encoded, width, brk), _tells(inside))
+    # base32 of the value alone (coreutils' base32 wraps at 76 too).
+    encoded = base64.b32encode(raw)
+    _cut_everywhere(ODD, _wrapped(encoded, 76), _tells(encoded.rstrip(b"=")))
     # Hex wrapped as xxd -p writes it (60 columns).
     hexed = (b"\x01" * 20 + raw).hex().encode()
     _cut_everywhere(ODD, _wrapped(hexed, 60), _tells(raw.hex().encode()))
