@@ -7,8 +7,9 @@ string (``json.dumps`` escapes ``"`` and ``\\`` and, by default, writes non-ASCI
 shell quoting (``shlex.quote``, bash's ``${v@Q}`` and ``printf %q``), base64
 (standard and URL-safe, padded or not, alone or somewhere inside a longer base64
 stream, where the value may start at any of three alignments), base32 (of the value
-alone), hex (plain, or a byte at a time between spaces or colons). Each of these is a form to mask, and so
-is each of them applied to the value encoded once already (``_twice``).
+alone), hex (plain, or a byte at a time between spaces or colons). Each of these
+is a form to mask, and so is each of them applied to the value encoded once already
+(``_twice``).
 
 The hex digits of an escape (``%2F``, ``\\u00E9``, ``\\xE9``, ``&#xE9;``) match in
 either case (``trie_branches``), so lower-case and mixed-case escapes are masked
