@@ -25,9 +25,9 @@ _READINGS = [  # a + is a space in form encoding, itself elsewhere (encodeURI ke
     re.compile(_OTHER + rb"|\+"),
     re.compile(_OTHER),
 ]
-# What some spelling other than the literal holds. Each branch starts with a literal
-# byte, so the engine skips at C speed the bytes none starts with ([%+] would not).
-_MARKS = re.compile(rb"%|\+|\\[/ux]|&#x")
+# What a spelling other than the literal holds, + aside. Each branch starts with a
+# literal byte, so the engine skips at C speed the bytes none starts with.
+_MARKS = re.compile(rb"%|\\[/ux]|&#x")
 # An escape cut short by the end of a read: it could be any byte yet.
 _PARTIAL = re.compile(
     rb"(?:%(?:25[0-9A-Fa-f]?|[0-9A-Fa-f])?|\\(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?|&(?:#x?[0-9A-Fa-f]*)?)\Z"
@@ -35,17 +35,20 @@ _PARTIAL = re.compile(
 _PLAIN = {b"+": b" ", b"\\/": b"/"}
 
 
-def readings(flat: bytes) -> Iterator[tuple[bytes, list[int], int]]:
-    """The end of ``flat`` with the spellings undone, once with ``+`` as a space and
-    once as itself: (the text, where in ``flat`` each of its bytes came from, where
-    an escape cut short at the very end begins). Nothing when the end holds no
-    spelling to undo: the literal forms judge it as it is."""
+def readings(flat: bytes, spaced: bool) -> Iterator[tuple[bytes, list[int], int]]:
+    """The end of ``flat`` with the spellings undone — with ``+`` as a space when some
+    form holds a space (``spaced``), and as itself: (the text, where in ``flat`` each
+    of its bytes came from, where an escape cut short at the very end begins).
+    Nothing when the end holds no spelling to undo: the literal forms judge it as it
+    is (base64's + among them)."""
     low = len(flat) - SPELLED_SPAN if len(flat) > SPELLED_SPAN else 0
-    if _MARKS.search(flat, low) is None:
+    marked = _MARKS.search(flat, low) is not None
+    plus = spaced and flat.find(b"+", low) >= 0
+    if not marked and not plus:
         return
     partial = _PARTIAL.search(flat, low)
     high = len(flat) if partial is None else partial.start()
-    for escapes in _READINGS:
+    for escapes in _READINGS[0 if plus else 1 : 2 if marked else 1]:
         text, origin = _undone(flat, low, high, escapes)
         yield text, origin, high
 

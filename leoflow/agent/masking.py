@@ -92,7 +92,9 @@ class Secrets:
     def __init__(self, values: Iterable[str]) -> None:
         forms: set[bytes] = set()
         plain: set[bytes] = set()
+        self._spaced = False  # whether a + in the output may stand for a value's space
         for value in values:
+            self._spaced |= any(c.isspace() for c in value.strip())
             forms |= masked_forms(value)
             plain |= {p for p in plain_forms(value) if len(p) <= PIECES_UP_TO}
         self.active = bool(forms)
@@ -187,7 +189,7 @@ class Secrets:
         """``_waiting_literal``, and the same of the end with the spellings the pattern
         matches undone (``mask_spellings``): a form's start waits in any of them."""
         start = self._waiting_literal(flat)
-        for text, origin, high in readings(flat):
+        for text, origin, high in readings(flat, self._spaced):
             at = self._waiting_literal(text)
             start = min(start, origin[at] if at < len(text) else high)
         return start
