@@ -113,9 +113,9 @@ def _html_escape(text: str, quotes: tuple[str, str] = ("&quot;", "&#x27;")) -> s
 
 # What a value encoded once is encoded again with (``_twice``): the encodings that
 # nest in practice — a URL's query holding JSON, base64 or a URL-encoded value; HTML
-# holding JSON or a URL; base64 of JSON (a JWT's payload), of a URL or of base64.
-# Hex is left out on both sides: it is rarely nested, and its forms start with
-# digits, which ordinary output is full of (each costs the search a look).
+# holding JSON or a URL; base64 of JSON (a JWT's payload), of a URL or of base64;
+# hex of any of them (base64 | xxd -p). Hex is not encoded again: its forms would
+# start with digits, which ordinary output is full of (each costs the search a look).
 _ONCE: tuple[Callable[[str], str], ...] = (_json, _url, _url_path, _url_plus, _b64, _b64url)
 _AGAIN_AS_TEXT: tuple[Callable[[str], str], ...] = (
     _json,
@@ -128,11 +128,12 @@ _AGAIN_AS_TEXT: tuple[Callable[[str], str], ...] = (
 
 def _twice(text: str) -> set[bytes]:
     """The forms of ``text`` encoded twice (depth 2 of the encodings ``_ONCE`` lists,
-    each inside ``_AGAIN_AS_TEXT`` or base64's)."""
+    each inside ``_AGAIN_AS_TEXT``, base64's or hex)."""
     forms: set[bytes] = set()
     for inner in {once(text) for once in _ONCE} - {text}:
         forms.update(again(inner).encode() for again in _AGAIN_AS_TEXT)
         forms.update(_base64_forms(inner.encode()))
+        forms.update((inner.encode().hex().encode(), inner.encode().hex().upper().encode()))
     return forms
 
 

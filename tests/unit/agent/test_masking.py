@@ -336,6 +336,7 @@ def _twice(value: str) -> list[bytes]:
         base64.b64encode(json.dumps(value).encode()),
         html.escape(json.dumps(value)).encode(),  # JSON in an HTML attribute
         json.dumps(quote(value)).replace("/", "\\/").encode(),
+        base64.b64encode(raw).hex().encode(),  # base64 | xxd -p
     ]
 
 
