@@ -69,6 +69,12 @@ say('hex', ' '.join('%02x' % c for c in b))
 say('hex', ':'.join('%02X' % c for c in b))
 say('json', json.dumps(v).replace('\\u00e9', '\\u00E9'))
 say('json', json.dumps({'url': up.quote(v)}).replace('/', '\\/'))
+say('more', base64.b32encode(b).decode())
+say('more', base64.b64encode(b).hex())  # base64 | xxd -p
+say('more', ascii(v))
+say('more', v.replace('&', '&amp;').replace("'", '&#39;').replace('"', '&#34;'))  # Jinja
+sys.stdout.write('more '); sys.stdout.flush()
+subprocess.run(['base32'], input=b, check=True)  # coreutils, wrapped at 76
 sys.stdout.write('crlf ' + v + '\r\n' + 'crlf ' + v[:9] + '\r\n' + v[9:] + '\r\n')
 sys.stdout.flush()
 """
@@ -92,6 +98,7 @@ def _tells() -> set[bytes]:
     not the masker's): 8 characters every 3 of each."""
     raw = SECRET.encode()
     whole = [raw, raw.hex().encode(), base64.b64encode(raw), json.dumps(SECRET).encode()]
+    whole += [base64.b32encode(raw), base64.b64encode(raw).hex().encode(), ascii(SECRET).encode()]
     for start in (40, 41, 42, 70):
         stream = b"\x00" * start + raw
         whole.append(_secret_chars(base64.b64encode(stream), start, len(raw)))
@@ -111,7 +118,8 @@ async def test_a_secret_in_encodings_a_literal_masker_misses_is_masked(runtime: 
     assert leaked == [], log.decode(errors="replace")
     lines = log.splitlines()
     # Each printed form became the mask, the words around it kept.
-    for tag, count in ((b"twice", 7), (b"pct", 5), (b"sh", 3), (b"hex", 2), (b"json", 2)):
+    counts = ((b"twice", 7), (b"pct", 5), (b"sh", 3), (b"hex", 2), (b"json", 2), (b"more", 5))
+    for tag, count in counts:
         masked = [line for line in lines if line.startswith(tag + b" ") and b"***" in line]
         assert len(masked) == count, (tag, lines)
     # Cut across two writes at every place: masked whole each time.
