@@ -2,16 +2,24 @@
 
 A task prints a secret as it is, or through an encoding it did not choose: a JSON
 string (``json.dumps`` escapes ``"`` and ``\\`` and, by default, writes non-ASCII as
-``\\uXXXX``), a Python ``repr`` (of the text or of its bytes), HTML, a URL
-(``quote``, ``quote_plus``), base64 (standard and URL-safe, alone or somewhere inside
-a longer base64 stream, where the value may start at any of three alignments), hex.
-Each of these is a form to mask.
+``\\uXXXX``), a Python ``repr`` (of the text or of its bytes) or ``ascii``, HTML, a URL
+(``quote``, ``quote_plus``, JavaScript's ``encodeURIComponent``, ``~`` as ``%7E``),
+shell quoting (``shlex.quote``, bash's ``${v@Q}`` and ``printf %q``), base64
+(standard and URL-safe, padded or not, alone or somewhere inside a longer base64
+stream, where the value may start at any of three alignments), base32 (of the value
+alone), hex (plain, or a byte at a time between spaces or colons). Each of these
+is a form to mask, and so is each of them applied to the value encoded once already
+(``_twice``).
 
-Logs are read line by line (and the exit reason has its whitespace folded), so a
-multi-line value such as a PEM key is also masked one line at a time: a value
-printed through a logger that prefixes each line, or folded into one line, is still
-caught line by line. A one-line value is also masked cut in two by a line break
-anywhere (printed in two pieces, or wrapped at a column).
+The hex digits of an escape (``%2F``, ``\\u00E9``, ``\\xE9``, ``&#xE9;``) match in
+either case (``trie_branches``), so lower-case and mixed-case escapes are masked
+without a form for each spelling.
+
+Line breaks are not part of any form: the masker looks for forms in the output with
+its line breaks taken out (``masking``), so a form wrapped at a column (``base64``
+at 76, ``openssl base64`` at 64) or printed in two pieces is still found. A
+multi-line value such as a PEM key is also masked one line at a time, so it stays
+masked under a logger's prefix on each line.
 
 Stdlib only and cheap to import: the agent starts once per task.
 """
@@ -22,35 +30,35 @@ import base64
 import json
 import re
 import urllib.parse
+from collections.abc import Callable
 
 MIN_MASKED_LENGTH = 4
 
+# A one-line value up to this long is also masked encoded twice: its forms grow
+# ~100-fold, which a 2 KB token would turn into a pattern that takes seconds to build.
+DOUBLE_UP_TO = 256
 
-# A value up to this long is also masked where line breaks cut it (``wrap_pattern``).
-WRAPPED_UP_TO = 100
+LINE_BREAKS = b"\r\n"
 
 
 def masked_forms(value: str) -> set[bytes]:
-    """The byte strings that give ``value`` away in a task's output."""
+    """The byte strings that give ``value`` away in a task's output (without line
+    breaks: the output is searched with its own taken out)."""
     forms: set[bytes] = set()
+    one_line = len(value.strip().splitlines()) <= 1
     for variant in _variants(value):
         forms |= _encodings(variant)
-    return {f for f in forms if len(f) >= MIN_MASKED_LENGTH}
+        if one_line and len(variant) <= DOUBLE_UP_TO:
+            forms |= _twice(variant)
+    flat = {f.translate(None, LINE_BREAKS) for f in forms}
+    return {f for f in flat if len(f) >= MIN_MASKED_LENGTH}
 
 
-def wrappable(value: str) -> set[bytes]:
-    """The variants of a one-line ``value`` short enough to be masked wrapped (a
-    multi-line value is masked line by line instead)."""
-    if len(value.strip().splitlines()) > 1:
-        return set()
-    return {v.encode() for v in _variants(value) if len(v) <= WRAPPED_UP_TO}
-
-
-def wrap_pattern(raw: bytes) -> bytes:
-    """``raw`` with a line break allowed between any two of its characters: printed in
-    pieces (``print(v[:5]); print(v[5:])``) or wrapped at a column by a logger."""
-    chars = [c.encode() for c in raw.decode()]
-    return b"(?:\r?\n)?".join(re.escape(c) for c in chars)
+def plain_forms(value: str) -> set[bytes]:
+    """The variants of ``value`` as printed, without line breaks: a tail of output
+    that could be the start of one is held back even across a line break."""
+    flat = {v.encode().translate(None, LINE_BREAKS) for v in _variants(value)}
+    return {f for f in flat if len(f) >= MIN_MASKED_LENGTH}
 
 
 def _variants(value: str) -> set[str]:
@@ -71,25 +79,114 @@ def _variants(value: str) -> set[str]:
     return {v for v in variants if len(v) >= MIN_MASKED_LENGTH}
 
 
+def _json(text: str) -> str:
+    return json.dumps(text)[1:-1]  # ASCII only: non-ASCII as \uXXXX
+
+
+def _url(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def _url_path(text: str) -> str:
+    return urllib.parse.quote(text)  # the default keeps "/"
+
+
+def _url_plus(text: str) -> str:
+    return urllib.parse.quote_plus(text, safe="")
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _b64url(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _html_escape(text: str, quotes: tuple[str, str] = ("&quot;", "&#x27;")) -> str:
+    """As ``html.escape`` writes it (not imported: it would cost the agent's start),
+    or with other entities for the quotes."""
+    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', quotes[0])):
+        text = text.replace(char, entity)
+    return text.replace("'", quotes[1])
+
+
+# What a value encoded once is encoded again with (``_twice``): the encodings that
+# nest in practice — a URL's query holding JSON, base64 or a URL-encoded value; HTML
+# holding JSON or a URL; base64 of JSON (a JWT's payload), of a URL or of base64;
+# hex of any of them (base64 | xxd -p). Hex is not encoded again: its forms would
+# start with digits, which ordinary output is full of (each costs the search a look).
+_ONCE: tuple[Callable[[str], str], ...] = (_json, _url, _url_path, _url_plus, _b64, _b64url)
+_AGAIN_AS_TEXT: tuple[Callable[[str], str], ...] = (
+    _json,
+    _url,
+    _url_path,
+    _url_plus,
+    _html_escape,
+)
+
+
+def _twice(text: str) -> set[bytes]:
+    """The forms of ``text`` encoded twice (depth 2 of the encodings ``_ONCE`` lists,
+    each inside ``_AGAIN_AS_TEXT``, base64's or hex)."""
+    forms: set[bytes] = set()
+    for inner in {once(text) for once in _ONCE} - {text}:
+        forms.update(again(inner).encode() for again in _AGAIN_AS_TEXT)
+        forms.update(_base64_forms(inner.encode()))
+        forms.update((inner.encode().hex().encode(), inner.encode().hex().upper().encode()))
+    return forms
+
+
 def _encodings(text: str) -> set[bytes]:
     raw = text.encode()
-    escaped = json.dumps(text)[1:-1]  # ASCII only: non-ASCII as \uXXXX
+    escaped = _json(text)
+    url = _url(text)
+    hexed = [raw.hex(), raw.hex().upper()]
     forms = {
         raw,
         escaped.encode(),
         json.dumps(text, ensure_ascii=False)[1:-1].encode(),
         json.dumps(escaped)[1:-1].encode(),  # a JSON string inside a JSON string
-        _upper_unicode_escapes(escaped).encode(),
         escaped.replace("/", "\\/").encode(),  # JSON writers that escape the slash
+        # Go's json.Marshal writes <, > and & as \u003c, \u003e and \u0026.
+        escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode(),
         repr(text)[1:-1].encode(),
         repr(raw)[2:-1].encode(),  # print(value.encode()): b'...\xc3\xa9...'
+        ascii(text)[1:-1].encode(),  # ascii(), %a: non-ASCII as \xe9, \u20ac
+        text.encode("unicode_escape"),
         _html_escape(text).encode(),
-        urllib.parse.quote(text, safe="").encode(),
-        urllib.parse.quote(text).encode(),  # the default keeps "/"
-        urllib.parse.quote_plus(text, safe="").encode(),
-        raw.hex().encode(),
-        raw.hex().upper().encode(),
+        _html_escape(text, ("&#34;", "&#39;")).encode(),  # Jinja's (markupsafe)
+        _html_escape(text, ("&quot;", "&apos;")).encode(),  # XML's
+        url.encode(),
+        _url_path(text).encode(),
+        _url_plus(text).encode(),
+        # JavaScript's encodeURIComponent keeps !*'() as they are; PHP's and Java's
+        # encoders write ~ as %7E.
+        urllib.parse.quote(text, safe="!*'()").encode(),
+        url.replace("~", "%7E").encode(),
+        _url_plus(text).replace("~", "%7E").encode(),
+        *_shell_quoted(text),
+        *(h.encode() for h in hexed),
+        # A byte at a time: hexdump's and openssl's spaced and colon-separated hex.
+        *(
+            sep.join(h[i : i + 2] for i in range(0, len(h), 2)).encode()
+            for h in hexed
+            for sep in " :"
+        ),
     }
+    forms.update(_base64_forms(raw))
+    # base32 (coreutils' base32, TOTP seeds) of the value alone: its five alignments
+    # inside a longer stream would start forms with more of the capitals and digits
+    # ordinary output is full of, and cost every search.
+    whole = base64.b32encode(raw)
+    forms.update((whole, whole.rstrip(b"=")))
+    return forms
+
+
+def _base64_forms(raw: bytes) -> set[bytes]:
+    """``raw`` in base64 (standard and URL-safe), padded or not, and inside a longer
+    base64 stream at each alignment."""
+    forms: set[bytes] = set()
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         whole = encode(raw)
         forms.update((whole, whole.rstrip(b"=")))
@@ -97,17 +194,18 @@ def _encodings(text: str) -> set[bytes]:
     return forms
 
 
-def _html_escape(text: str) -> str:
-    """As ``html.escape`` writes it (not imported: it would cost the agent's start)."""
-    for char, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
-        text = text.replace(char, entity)
-    return text.replace("'", "&#x27;")
+# The characters bash's printf %q puts a backslash before.
+_SHELL_SPECIAL = re.compile(r"""([\s"'`$!&*()\[\]{};<>?|^,#\\])""")
 
 
-def _upper_unicode_escapes(escaped: str) -> str:
-    """``\\u00e9`` as ``\\u00E9``: JSON allows either case of hex digit."""
-    parts = escaped.split("\\u")
-    return "\\u".join([parts[0], *(p[:4].upper() + p[4:] for p in parts[1:])])
+def _shell_quoted(text: str) -> list[bytes]:
+    """The inside of the quotes ``shlex.quote`` and bash's ``${v@Q}`` put around a
+    value with a single quote in it, and ``printf %q``'s backslashes."""
+    return [
+        text.replace("'", "'\"'\"'").encode(),
+        text.replace("'", "'\\''").encode(),
+        _SHELL_SPECIAL.sub(r"\\\1", text).encode(),
+    ]
 
 
 def _base64_inside(raw: bytes, encode: object) -> set[bytes]:
@@ -124,50 +222,3 @@ def _base64_inside(raw: bytes, encode: object) -> set[bytes]:
         last = 8 * (align + len(raw)) // 6  # past the last one with only raw's bits
         forms.add(encoded[first:last])
     return forms
-
-
-def trie_pattern(forms: set[bytes]) -> bytes:
-    """One regular expression for all ``forms``, as a trie: at each byte the engine
-    follows one branch instead of trying every form in turn, and where one form is a
-    prefix of another the longer is tried first (the match is the longest)."""
-    return b"|".join(trie_branches(forms))
-
-
-def trie_branches(forms: set[bytes]) -> list[bytes]:
-    """The trie's first level, one alternative per first byte: joined with ``|`` at
-    the top of a pattern, not in a group, so the engine skips at C speed every byte
-    no form starts with."""
-    trie: _Node = {}
-    for form in forms:
-        node = trie
-        for byte in form:
-            node = node.setdefault(byte, {})
-        node[_END] = {}
-    return _branches(trie)
-
-
-_Node = dict[int, "_Node"]
-_END = -1  # the key that marks "a form ends here"
-
-
-def _node_pattern(node: _Node) -> bytes:
-    branches = _branches(node)
-    if not branches:
-        return b""
-    body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
-    # Where a form may end here, the longer ones are tried first (greedy), then none.
-    return b"(?:" + body + b")?" if _END in node else body
-
-
-def _branches(node: _Node) -> list[bytes]:
-    branches = []
-    for byte, child in sorted(node.items(), key=lambda item: item[0]):
-        if byte == _END:
-            continue
-        # A run of single children is one literal, not a nest of groups.
-        literal = bytearray([byte])
-        while len(child) == 1 and _END not in child:
-            ((byte, child),) = child.items()
-            literal.append(byte)
-        branches.append(re.escape(bytes(literal)) + _node_pattern(child))
-    return branches

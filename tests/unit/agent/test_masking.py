@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
+import shlex
+import subprocess
 import urllib.parse
 from pathlib import Path
 
@@ -166,6 +169,8 @@ def test_the_output_is_masked_inside_its_json_and_stays_json() -> None:
     assert secrets.json_text(json.dumps([HARD], ensure_ascii=True)) == '["***"]'
     # Untouched, byte for byte, where no secret is.
     assert secrets.json_text('{"a":  1}') == '{"a":  1}'
+    # A value that only looks like a control character's escape is not one across it.
+    assert Secrets(["0000"]).json_text('"\\u0000"') == '"\\u0000"'
     # A value that spans the JSON's own syntax cannot be masked in a string: refused.
     across = Secrets(['a", "b'])
     assert across.json_text('["a", "b"]') is None
@@ -236,8 +241,10 @@ def test_property_an_output_stays_json_and_shows_no_secret(
         assert any(c in secret for c in '",:[]{} \\'), (secret, text)
         return
     json.loads(masked)
+    # A control character's escape (\u0000) spells a string's byte, not the secret.
+    shown = re.sub(rb"\\u00[01][0-9a-fA-F]", b"\0", masked.encode())
     for form in _encoded_forms(secret)[:4]:  # as is, and as JSON writes it
-        assert form.strip(b'"') not in masked.encode(), (form, masked)
+        assert form.strip(b'"') not in shown, (form, masked)
 
 
 def test_a_value_cut_by_line_breaks_is_masked_however_the_pieces_arrive() -> None:
@@ -253,3 +260,168 @@ def test_a_value_cut_by_line_breaks_is_masked_however_the_pieces_arrive() -> Non
     # Wrapped at a column, several times.
     folded = b"\n".join(raw[i : i + 5] for i in range(0, len(raw), 5))
     assert _through(Masker([value]), b"<" + folded + b">", [3, 9]) == b"<***>"
+
+
+# Every byte an encoder may treat apart: a space, / + & ' ! ~ ( ) (URL encoders differ
+# on each), a quote and a backslash (JSON), < (Go's JSON), non-ASCII (\u00e9, %C3%A9).
+ODD = "K3y\"&\\/p a+ss'w\u00e9!~(x)<"
+
+
+def _tells(encoded: bytes) -> set[bytes]:
+    """Pieces of an encoded value that would show it (or most of it) was not masked."""
+    return {encoded[i : i + 8] for i in range(0, max(1, len(encoded) - 7), 3)}
+
+
+def _cut_everywhere(value: str, data: bytes, tells: set[bytes]) -> None:
+    """``data`` through a masker cut in two at every place: no tell left, a mask shown."""
+    secrets = Secrets.of([value])
+    for cut in range(len(data) + 1):
+        out = _through(Masker(secrets), data, [cut])
+        flat = out.replace(b"\r", b"").replace(b"\n", b"")
+        leaked = [t for t in tells if t in flat]
+        assert MASK in out and not leaked, (cut, leaked, out)
+
+
+def _wrapped(encoded: bytes, width: int, brk: bytes = b"\n") -> bytes:
+    return b"".join(encoded[i : i + width] + brk for i in range(0, len(encoded), width))
+
+
+def test_base64_wrapped_at_a_column_is_masked_at_each_alignment() -> None:
+    raw = ODD.encode()
+    # base64 (the CLI, encodebytes) wraps at 76, openssl at 64, with LF or CRLF; the
+    # value anywhere in a longer stream, so a wrap falls inside its form.
+    for width, brk in ((76, b"\n"), (64, b"\n"), (64, b"\r\n")):
+        for before in range(40, 43):
+            stream = b"\x01" * before + raw + b"\x02" * 30
+            for encode in (base64.b64encode, base64.urlsafe_b64encode):
+                encoded = encode(stream)
+                inside = _secret_chars(encoded, before, len(raw))
+                _cut_everywhere(ODD, b"data:\n" + _wrapped(encoded, width, brk), _tells(inside))
+    # base32 of the value alone (coreutils' base32 wraps at 76 too).
+    encoded = base64.b32encode(raw)
+    _cut_everywhere(ODD, _wrapped(encoded, 76), _tells(encoded.rstrip(b"=")))
+    # Hex wrapped as xxd -p writes it (60 columns).
+    hexed = (b"\x01" * 20 + raw).hex().encode()
+    _cut_everywhere(ODD, _wrapped(hexed, 60), _tells(raw.hex().encode()))
+
+
+def test_an_ordinary_line_is_not_held_back_but_a_wrapped_blob_line_is() -> None:
+    value = "Zm9vYmFyYmF6cXV4"
+    encoded = base64.b64encode(value.encode())
+    masker = Masker([value])
+    # A line's end that could start a form (of base64 here) is not held over its line
+    # break: a quiet task's last line shows at once...
+    line = b"a word ending in " + encoded[:1] + b"\n"
+    assert masker.feed(line) == line
+    # ...unless the line is a run of base64 a wrap may have cut a form in.
+    line = b"QUFB" * 5 + encoded[:5] + b"\n"
+    assert masker.feed(line) == b"QUFB" * 5
+    assert masker.feed(encoded[5:] + b" end\n") + masker.flush() == b"***" + b" end\n"
+
+
+def _twice(value: str) -> list[bytes]:
+    raw = value.encode()
+    quote, plus = urllib.parse.quote, urllib.parse.quote_plus
+    return [
+        quote(quote(value, safe=""), safe="").encode(),  # URL-encoded twice: %252F
+        quote(quote(value)).encode(),
+        plus(plus(value)).encode(),
+        base64.b64encode(quote(value).encode()),
+        base64.b64encode(plus(value).encode()).rstrip(b"="),
+        quote(json.dumps(value)).encode(),  # JSON in a URL's query
+        plus(json.dumps(value, ensure_ascii=False)).encode(),
+        quote(base64.b64encode(raw).decode(), safe="").encode(),  # base64 in a query
+        base64.b64encode(base64.b64encode(raw)),
+        base64.urlsafe_b64encode(base64.b64encode(raw)).rstrip(b"="),
+        base64.b64encode(json.dumps(value).encode()),
+        html.escape(json.dumps(value)).encode(),  # JSON in an HTML attribute
+        json.dumps(quote(value)).replace("/", "\\/").encode(),
+        base64.b64encode(raw).hex().encode(),  # base64 | xxd -p
+    ]
+
+
+def test_a_value_encoded_twice_is_masked_wherever_the_stream_is_cut() -> None:
+    for form in _twice(ODD):
+        inner = form.strip(b'"').replace(b"%22", b"").replace(b"&quot;", b"")
+        _cut_everywhere(ODD, b"before " + form + b" after\n", _tells(inner))
+    # A JWT's payload: base64url of JSON holding the value, at whatever offset.
+    for pad in range(3):
+        claims = json.dumps({"sub": "me" + "x" * pad, "pw": ODD, "n": 1})
+        token = base64.urlsafe_b64encode(claims.encode()).rstrip(b"=")
+        start = claims.index(json.dumps(ODD)[1:-1])
+        size = len(json.dumps(ODD)[1:-1])
+        inside = _secret_chars(token, start, size)
+        _cut_everywhere(ODD, b"Bearer eyJ." + token + b".sig\n", _tells(inside))
+
+
+def _half_lower(escape: str) -> str:
+    return escape[:2].lower() + escape[2:]
+
+
+def _url_spellings(value: str) -> list[bytes]:
+    quote, plus = urllib.parse.quote, urllib.parse.quote_plus
+    lower = re.compile(r"%[0-9A-F]{2}")
+    # Some escapes in lower case, some upper, some half and half; the value's own
+    # letters as they are.
+    styles = [str.lower, str.upper, _half_lower] * len(value)
+    mixed = lower.sub(lambda m: styles.pop()(m.group()), quote(value, safe=""))
+    return [
+        lower.sub(lambda m: m.group().lower(), quote(value, safe="")).encode(),
+        lower.sub(lambda m: m.group().lower(), plus(value)).encode(),  # + for a space
+        mixed.encode(),
+        quote(value, safe="!*'()~").encode(),  # JavaScript's encodeURIComponent
+        lower.sub(lambda m: m.group().lower(), plus(value).replace("~", "%7E")).encode(),
+        quote(value, safe="/:@!$&'()*+,;=").encode(),  # encodeURI: reserved kept
+        lower.sub(lambda m: m.group().lower(), quote(quote(value, safe=""))).encode(),
+    ]
+
+
+def test_url_encoding_in_either_case_and_any_safe_set_is_masked() -> None:
+    for form in _url_spellings(ODD):
+        _cut_everywhere(ODD, b"GET /login?pw=" + form + b"&next=1\n", _tells(form))
+
+
+def _shell_and_other_escapes(value: str) -> list[bytes]:
+    raw = value.encode()
+    bash = 'v=$1; printf \'%q\\n\' "$v"; echo "${v@Q}"'
+    printed = subprocess.run(["bash", "-c", bash, "_", value], capture_output=True, check=True)
+    return [
+        shlex.quote(value).encode(),
+        *printed.stdout.splitlines(),  # printf %q and ${v@Q}
+        " ".join(f"{b:02x}" for b in raw).encode(),  # hexdump's bytes
+        ":".join(f"{b:02X}" for b in raw).encode(),  # openssl's
+        # Go's JSON: <, > and & as \u003c...; any JSON: hex digits in upper case.
+        json.dumps(value)
+        .replace("\\u00e9", "\\u00E9")
+        .replace("<", "\\u003C")
+        .replace("&", "\\u0026")
+        .encode(),
+        value.encode("unicode_escape").replace(b"\\xe9", b"\\xE9"),
+        html.escape(value).replace("&#x27;", "&#39;").replace("&quot;", "&#34;").encode(),
+        html.escape(value).replace("&#x27;", "&apos;").encode(),  # XML
+    ]
+
+
+def test_shell_quoting_spaced_hex_and_escapes_in_either_case_are_masked() -> None:
+    for form in _shell_and_other_escapes(ODD):
+        tells = {t for t in _tells(form.strip(b"'\"")) if b"'" not in t}
+        _cut_everywhere(ODD, b"run " + form + b" now\n", tells)
+
+
+def test_a_form_printed_in_pieces_one_per_line_is_masked_however_reads_cut_it() -> None:
+    # print(encoded[:cut]); print(encoded[cut:]), each flushed: a line that is nothing
+    # but the start of a form waits for the next, whatever the form.
+    raw = ODD.encode()
+    forms = [
+        base64.b64encode(raw),
+        _url_spellings(ODD)[0],  # escapes in lower case
+        raw.hex().encode(),
+        json.dumps(ODD)[1:-1].encode(),
+    ]
+    secrets = Secrets.of([ODD])
+    for form in forms:
+        for cut in range(1, len(form)):
+            for brk in (b"\n", b"\r\n"):
+                data = form[:cut] + brk + form[cut:] + brk
+                out = _through(Masker(secrets), data, [cut + len(brk)])
+                assert out == MASK + brk, (form, cut, out)
