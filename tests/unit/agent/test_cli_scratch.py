@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from leoflow.agent import cli
+from leoflow.agent import cli, pool
 from leoflow.agent.outputs import TaskFiles
 
 
@@ -50,7 +50,7 @@ def test_an_orphaned_agent_removes_the_dead_endpoints_socket_directory(tmp_path:
     socket_dir = tmp_path / "leoflow-run-x"
     socket_dir.mkdir()
     _socket_in(socket_dir / "agent.sock")
-    cli._remove_socket_dir(str(socket_dir))
+    pool._remove_socket_dir(str(socket_dir))
     assert not socket_dir.exists()
 
 
@@ -59,5 +59,5 @@ def test_only_sockets_are_removed_from_it(tmp_path: Path) -> None:
     socket_dir.mkdir()
     _socket_in(socket_dir / "agent.sock")
     (socket_dir / "notes").write_text("x")
-    cli._remove_socket_dir(str(socket_dir))
+    pool._remove_socket_dir(str(socket_dir))
     assert [p.name for p in socket_dir.iterdir()] == ["notes"]
