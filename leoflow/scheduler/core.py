@@ -20,7 +20,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, Unpack
 
 from leoflow.aio import stages
@@ -37,7 +36,6 @@ from leoflow.domain.execution import (
     TaskFinished,
 )
 from leoflow.domain.reasons import EndReason
-from leoflow.domain.states import RUN_TERMINAL
 from leoflow.scheduler import metrics
 from leoflow.scheduler.asset_runs import AssetRuns
 from leoflow.scheduler.backfills import BackfillDriver
@@ -59,6 +57,7 @@ from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mapping import Expander
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.notifications import Notifications
+from leoflow.scheduler.pending import PendingEvents
 from leoflow.scheduler.poll_steps import SteppedPoll
 from leoflow.scheduler.recovery import recover
 from leoflow.scheduler.retention import Retention
@@ -80,12 +79,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("leoflow.scheduler")
-
-
-@dataclass
-class _Pending:
-    event: ExecutorEvent | None
-    done: asyncio.Future[None] | None
 
 
 class Scheduler:
@@ -167,12 +160,11 @@ class Scheduler:
             heartbeat_timeout=config.heartbeat_timeout,
             uses_agent=executor.uses_agent,
         )
-        self._events: list[_Pending] = []
-        self._ticking: list[_Pending] = []  # the events the current tick is applying
+        self._events = PendingEvents()
         self._wakeup = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
-        self._waiters = RunWaiters(store, self._spawn)
+        self._waiters = RunWaiters(store, self.book.runs, self._spawn)
         self._logs = LogBuffer(store, interval=config.log_flush_interval)
         self.retention = Retention(store, None if config.solo else config.retention)
         self._backfills = BackfillDriver(self)
@@ -225,7 +217,7 @@ class Scheduler:
                 await self._loop_task
         # Agents whose Start or Complete waits on the loop get a refusal at once
         # rather than an answer that never comes (which held Lite's exit 15 s).
-        self._fail_waiters(SchedulerStopping("Leoflow is stopping"))
+        self._events.fail_all(SchedulerStopping("Leoflow is stopping"))
         await self.executor.stop()
         for task in list(self._background):
             task.cancel()
@@ -284,7 +276,7 @@ class Scheduler:
         if isinstance(event, LogData):
             self._logs.add(event.ti_pk, event.try_number, event.data)
             return
-        self._events.append(_Pending(event, None))
+        self._events.add(event)
         self._wakeup.set()
 
     async def submit(self, event: ExecutorEvent) -> None:
@@ -294,8 +286,7 @@ class Scheduler:
             return
         if self._stopping:
             raise SchedulerStopping("Leoflow is stopping")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._events.append(_Pending(event, done))
+        done = self._events.add_waited(event)
         self._wakeup.set()
         await done
 
@@ -311,31 +302,7 @@ class Scheduler:
 
     async def wait_run(self, run_pk: int) -> RunRow:
         """Wait until the run is terminal."""
-        # Waiting before the store is read: a run that ends during the read still
-        # answers this waiter (registered after the read, it waited for ever).
-        future = self._waiters.wait(run_pk)
-        if run_pk not in self.book.runs:
-            try:
-                row = await self.store.get_run(run_pk)
-            except BaseException:
-                self._waiters.forget(run_pk, future)
-                raise
-            if row is None or row.state in RUN_TERMINAL:
-                self._waiters.forget(run_pk, future)
-                if row is None:
-                    raise KeyError(f"no run {run_pk}")
-                return row
-        loop_task = self._loop_task
-        if loop_task is None:
-            return await future
-        waiting: set[asyncio.Future[Any]] = {future, loop_task}
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if future in done:
-            return future.result()
-        if loop_task.cancelled():
-            raise RuntimeError("the scheduler loop was cancelled")
-        loop_task.result()  # re-raises what stopped the loop
-        raise RuntimeError("the scheduler loop stopped")
+        return await self._waiters.until_ended(run_pk, lambda: self._loop_task)
 
     def task(self, ti_pk: int) -> TaskMirror | None:
         return self.book.by_pk.get(ti_pk)
@@ -369,19 +336,13 @@ class Scheduler:
             metrics.STALE_WRITES.inc()
             log.error("leadership lost: %s; stopping the scheduler loop", exc)
             self.failure = LeadershipLost(str(exc))
-            self._fail_waiters(self.failure)
+            self._events.fail_all(self.failure)
             raise self.failure from exc
         except BaseException as exc:
             self.failure = exc
             stopping = self._stopping and isinstance(exc, asyncio.CancelledError)
-            self._fail_waiters(SchedulerStopping("Leoflow is stopping") if stopping else exc)
+            self._events.fail_all(SchedulerStopping("Leoflow is stopping") if stopping else exc)
             raise
-
-    def _fail_waiters(self, exc: BaseException) -> None:
-        for pending in [*self._ticking, *self._events]:
-            if pending.done is not None and not pending.done.done():
-                pending.done.set_exception(exc)
-        self._events.clear()
 
     async def _tick(self) -> None:
         now = self._clock()
@@ -394,8 +355,7 @@ class Scheduler:
         if self._stepped.pending:  # a step, and more only while no event waits
             await self._stepped.run(lambda: bool(self._events))
         await self._deadlines.check(now)
-        pending, self._events = self._events, []
-        self._ticking = pending
+        pending = self._events.take()
         self._ticks += 1
         stages.mark("tick", self._ticks, len(pending))
         batch = Batch()
@@ -425,18 +385,14 @@ class Scheduler:
             else:
                 await self._commit.flush(batch)
         except BaseException as exc:
-            for item in pending:
-                if item.done is not None and not item.done.done():
-                    item.done.set_exception(exc)
+            self._events.settle(pending, exc)
             raise
         stages.mark("flushed", self._ticks, len(batch.launches))
         # Launches first: the loop runs ready tasks in order, so the downstream pods'
         # creates go ahead of the replies to the Completes that freed them.
         for launch in batch.launches:
             self._spawn(self._launch(launch))
-        for item in pending:
-            if item.done is not None and not item.done.done():
-                item.done.set_result(None)
+        self._events.settle(pending)
         self.notifications.emit(deliveries)
         self.lineage.emit(lineage)
         for ti_pk, try_number, reason in batch.cancels:
