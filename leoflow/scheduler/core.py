@@ -10,7 +10,9 @@ loop at once, so its downstream starts without waiting for a poll.
 The loop is here; each step lives with its collaborator: ``book`` (runs, task
 instances, slots), ``transitions`` (events, readiness, admission), ``timers``,
 ``run_creation`` (triggers, cron, max_active_runs), ``follow`` (the store's
-other writers), ``recovery`` (after a restart), ``commit`` (the group commit).
+other writers), ``recovery`` (after a restart), ``commit`` (the group commit),
+``pending`` (the events queued for a tick), ``background`` (launches, cancels),
+``waiters`` (``wait_run``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any, Unpack
+from collections.abc import Callable
+from typing import Unpack
 
 from leoflow.aio import stages
 from leoflow.aio.waits import wait_set
@@ -31,16 +33,14 @@ from leoflow.domain.execution import (
     ExecutorEvent,
     KeepsDags,
     Launch,
-    LaunchError,
     LogData,
-    TaskFinished,
 )
-from leoflow.domain.reasons import EndReason
 from leoflow.scheduler import metrics
 from leoflow.scheduler.asset_runs import AssetRuns
 from leoflow.scheduler.backfills import BackfillDriver
+from leoflow.scheduler.background import Background
 from leoflow.scheduler.batch import Batch
-from leoflow.scheduler.book import LIVE, Book, RunHook, TaskHook
+from leoflow.scheduler.book import Book, RunHook, TaskHook
 from leoflow.scheduler.clears import ClearDesk
 from leoflow.scheduler.commit import GroupCommit
 from leoflow.scheduler.config import (
@@ -57,7 +57,7 @@ from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mapping import Expander
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.notifications import Notifications
-from leoflow.scheduler.pending import PendingEvents
+from leoflow.scheduler.pending import PendingEvents, finished_tries
 from leoflow.scheduler.poll_steps import SteppedPoll
 from leoflow.scheduler.recovery import recover
 from leoflow.scheduler.retention import Retention
@@ -97,16 +97,20 @@ class Scheduler:
         self.config = config
         self.epoch = epoch
         self._clock = clock
+        # Launches, cancels, deliveries to waiters: set going, not waited for.
+        self._background = Background(executor, self.report, clock=clock)
         self.book = Book(
             Admission(config.parallelism, dict(config.pools), config.default_pool_slots)
         )
+        self._wakeup = asyncio.Event()
+        self._waiters = RunWaiters(store, self.book.runs, self._background.spawn)
         self._creation = RunCreation(
             store,
             self.book,
             config,
             epoch=epoch,
             clock=clock,
-            wake=self._nudge,
+            wake=self._wakeup.set,
             learn=self._learn,
         )
         self._follower = StoreFollower(
@@ -115,8 +119,8 @@ class Scheduler:
             epoch=epoch,
             clock=clock,
             spec_changed=self._creation.schedule_changed,
-            cancel=self._cancel,
-            run_ended=self._resolve_waiters,
+            cancel=self._background.cancel,
+            run_ended=lambda run: self._waiters.run_ended(run.pk),
             pools=config.pools,
             # A solo run (``leoflow run``) knows only its own DAG: it never drops others'.
             keep_dags=executor.keep_dags
@@ -142,7 +146,7 @@ class Scheduler:
             self.book,
             epoch=epoch,
             clock=clock,
-            cancel=self._cancel,
+            cancel=self._background.cancel,
             reload_run=self._follower.reload_run,
         )
         self._steps = Transitions(self.book, uses_agent=executor.uses_agent)
@@ -161,10 +165,7 @@ class Scheduler:
             uses_agent=executor.uses_agent,
         )
         self._events = PendingEvents()
-        self._wakeup = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
-        self._waiters = RunWaiters(store, self.book.runs, self._spawn)
         self._logs = LogBuffer(store, interval=config.log_flush_interval)
         self.retention = Retention(store, None if config.solo else config.retention)
         self._backfills = BackfillDriver(self)
@@ -219,8 +220,7 @@ class Scheduler:
         # rather than an answer that never comes (which held Lite's exit 15 s).
         self._events.fail_all(SchedulerStopping("Leoflow is stopping"))
         await self.executor.stop()
-        for task in list(self._background):
-            task.cancel()
+        self._background.stop()
         await self._logs.stop()
         await self.notifications.stop()
         await self.lineage.stop()
@@ -261,9 +261,6 @@ class Scheduler:
 
     async def _learn(self, dag_id: str) -> DagSpec | None:
         return await self._follower.learn(dag_id)
-
-    def _nudge(self) -> None:
-        self._wakeup.set()
 
     def set_pool(self, name: str, slots: int) -> None:
         self.book.admission.set_pool(name, slots)
@@ -315,11 +312,7 @@ class Scheduler:
 
         A try that is not current any more (its run was cancelled, it was retried)
         stops; cancelling a single try is done by ending its run."""
-        ti = self.book.by_pk.get(ti_pk)
-        if ti is None or ti.try_number != try_number or ti.state not in LIVE:
-            return "this try is no longer current"
-        ti.heartbeat_at = self._clock()
-        return None
+        return self.book.heartbeat(ti_pk, try_number, self._clock())
 
     # ---------------------------------------------------------------------- loop
 
@@ -371,11 +364,7 @@ class Scheduler:
         self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
         # The finished tries' buffered output goes in this same commit (LogBuffer).
-        finished_keys = [
-            (p.event.ti_pk, p.event.try_number)
-            for p in pending
-            if isinstance(p.event, TaskFinished)
-        ]
+        finished_keys = finished_tries(pending)
         lineage = self.lineage.collect(batch, self.book.runs, now)
         try:
             if finished_keys:
@@ -391,48 +380,17 @@ class Scheduler:
         # Launches first: the loop runs ready tasks in order, so the downstream pods'
         # creates go ahead of the replies to the Completes that freed them.
         for launch in batch.launches:
-            self._spawn(self._launch(launch))
+            self._background.spawn(self._launch(launch))
         self._events.settle(pending)
         self.notifications.emit(deliveries)
         self.lineage.emit(lineage)
         for ti_pk, try_number, reason in batch.cancels:
-            self._cancel(ti_pk, try_number, reason)
+            self._background.cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:
-            self._resolve_waiters(run)
+            self._waiters.run_ended(run.pk)
         if await self._expander.run():  # mapped tasks' items, in the store and the book
             self._wakeup.set()
 
-    # ------------------------------------------------------------ side effects
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
-        self._spawn(self.executor.cancel(ti_pk, try_number, reason))
-
     async def _launch(self, launch: Launch) -> None:
-        stages.mark("launch", launch.ti_pk, launch.try_number)
-        try:
-            await self.executor.launch(launch)
-        except LaunchError as exc:
-            message = str(exc)
-        except Exception as exc:
-            log.exception("launching %s.%s failed", launch.dag_id, launch.task_id)
-            message = f"launch failed: {type(exc).__name__}: {exc}"
-        else:
-            return
-        self.report(
-            TaskFinished(
-                launch.ti_pk,
-                launch.try_number,
-                None,
-                EndReason.LAUNCH_FAILED,
-                message,
-                self._clock(),
-            )
-        )
-
-    def _resolve_waiters(self, run: RunMirror) -> None:
-        self._waiters.run_ended(run.pk)
+        # A method of its own so a trace can wrap it (benchmarks/trace_pro_scale.py).
+        await self._background.launch(launch)

@@ -10,13 +10,20 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from leoflow.domain.execution import ExecutorEvent
+from leoflow.domain.execution import ExecutorEvent, TaskFinished
 
 
 @dataclass
 class Pending:
     event: ExecutorEvent | None
     done: asyncio.Future[None] | None
+
+
+def finished_tries(pending: list[Pending]) -> list[tuple[int, int]]:
+    """The (ti_pk, try_number) of the tries these events end."""
+    return [
+        (p.event.ti_pk, p.event.try_number) for p in pending if isinstance(p.event, TaskFinished)
+    ]
 
 
 class PendingEvents:
