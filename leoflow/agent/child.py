@@ -1,11 +1,20 @@
-"""The task's command as the event loop sees it: its pipes feed the log shipper."""
+"""The task's command as the event loop sees it: its pipes feed the log shipper, and
+are drained after its exit."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 
 from leoflow.agent.logship import LogShipper
 from leoflow.protocol.agent_v1 import pb
+
+# After the command exits, how long its pipes may stay open (held by a process it
+# left behind) before the rest of its process group is killed.
+_PIPE_LINGER = 1.0
+_PIPE_DRAIN_CAP = 10.0
 
 
 class ChildProtocol(asyncio.SubprocessProtocol):
@@ -45,3 +54,15 @@ class ChildProtocol(asyncio.SubprocessProtocol):
                     pipe.pause_reading()  # type: ignore[attr-defined]
                 else:
                     pipe.resume_reading()  # type: ignore[attr-defined]
+
+
+async def drain_pipes(proto: ChildProtocol, pid: int | None) -> None:
+    """Wait for EOF on stdout and stderr; kill what the command left holding them."""
+    if proto.pipes_closed.done():  # the usual case: EOF came with the exit
+        return
+    done, _ = await asyncio.wait([proto.pipes_closed], timeout=_PIPE_LINGER)
+    if done or pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    await asyncio.wait([proto.pipes_closed], timeout=_PIPE_DRAIN_CAP)

@@ -3,7 +3,7 @@ heartbeats, timeout, cancellation, OOM sampling, Complete.
 
 The same code runs a pod's only task and each of a warm pool agent's tasks; what is
 per process (the channel, the heartbeat loop, signal forwarding, the OOM counter)
-lives in ``Supervisor``.
+lives in ``Supervisor``; the end's message and its Complete in ``completion``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from leoflow.agent import cgroup, nonblocking_spawn
-from leoflow.agent.child import ChildProtocol
+from leoflow.agent.child import ChildProtocol, drain_pipes
 from leoflow.agent.client import Refused, Unreachable
+from leoflow.agent.completion import end_message, killed_by_oom, report
 from leoflow.agent.environment import task_environment
 from leoflow.agent.lifeline import lifeline
 from leoflow.agent.logship import LogShipper
@@ -30,16 +31,11 @@ from leoflow.agent.outcome import (
     EXIT_SETUP_FAILED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    OOM_MESSAGE,
-    exit_message,
-    format_duration,
     own_program,
     reason_path,
     secret_env_name,
-    shell_not_found,
     signal_name,
     spawn_failure,
-    take_reason,
     warn,
 )
 from leoflow.agent.outputs import TaskFiles
@@ -62,11 +58,6 @@ __all__ = [
     "secret_env_name",
     "warn",
 ]
-
-# After the command exits, how long its pipes may stay open (held by a process it
-# left behind) before the rest of its process group is killed.
-_PIPE_LINGER = 1.0
-_PIPE_DRAIN_CAP = 10.0
 
 
 class TaskRun:
@@ -334,7 +325,7 @@ class TaskRun:
             self._child_reaped = True
             if timeout_timer is not None:
                 timeout_timer.cancel()
-        await self._drain_pipes(proto)
+        await drain_pipes(proto, self.pid)
         self._unwatch()
         transport.close()
         oom_after = self.sup.close_oom_window(self)
@@ -342,39 +333,20 @@ class TaskRun:
         await ship
         return await self._complete(returncode, time_limit, oom_before, oom_after)
 
-    async def _drain_pipes(self, proto: ChildProtocol) -> None:
-        """Wait for EOF on stdout and stderr; kill what the command left holding them."""
-        if proto.pipes_closed.done():  # the usual case: EOF came with the exit
-            return
-        done, _ = await asyncio.wait([proto.pipes_closed], timeout=_PIPE_LINGER)
-        if done or self.pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        await asyncio.wait([proto.pipes_closed], timeout=_PIPE_DRAIN_CAP)
-
     async def _complete(
         self, returncode: int, time_limit: float, oom_before: int | None, oom_after: int | None
     ) -> int:
         signum = -returncode if returncode < 0 else 0
         exit_code = 128 + signum if signum else returncode
-        reason = take_reason(self.reason_path, self.secrets.text) if self.reason_path else ""
-        oom = False
-        if oom_before is not None and oom_after is not None and oom_after > oom_before:
-            # Alone in the cgroup, any rise is ours. Sharing it, the rise is ours when we
-            # died of a SIGKILL we did not send ourselves.
-            died_of_kill = signum == signal.SIGKILL or exit_code == 128 + signal.SIGKILL
-            oom = not self.overlapped or (died_of_kill and not self._sent_kill)
-        self.oom_killed = oom
-        if oom:
-            message = OOM_MESSAGE
-        elif self.timed_out:
-            message = f"timed out after {format_duration(time_limit)}"
-        elif self.cancel_reason is not None:
-            message = f"cancelled: {self.cancel_reason}"
-        else:
-            not_found = self._not_found(exit_code, signum)
-            message = exit_message(exit_code, signum, reason, self.forwarded, not_found)
+        self.oom_killed = oom = killed_by_oom(
+            oom_before,
+            oom_after,
+            exit_code,
+            signum,
+            overlapped=self.overlapped,
+            sent_kill=self._sent_kill,
+        )
+        message = end_message(self, exit_code, signum, time_limit, oom)
         await self._release_uid()  # nothing of the try runs once its end is told
         output, output_error = None, ""
         ended_well = not (oom or self.timed_out or self.cancel_reason or exit_code)
@@ -383,7 +355,8 @@ class TaskRun:
             if output_error:
                 message = output_error
                 warn(f"{self.label}: {output_error}")
-        await self._report(
+        await report(
+            self,
             exit_code,
             message,
             oom_killed=oom,
@@ -393,11 +366,6 @@ class TaskRun:
         )
         return exit_code
 
-    def _not_found(self, exit_code: int, signum: int) -> str | None:
-        if exit_code != EXIT_NOT_FOUND or signum:
-            return None
-        return shell_not_found(*self.command)
-
     async def _release_uid(self) -> None:
         uid, self.uid = self.uid, None
         if uid is not None and self.sup.task_uids is not None:
@@ -405,45 +373,5 @@ class TaskRun:
 
     async def _fail_before_start(self, exit_code: int, message: str) -> int:
         warn(f"{self.label}: {self.secrets.text(message)}")
-        await self._report(exit_code, message, not_started=True)
+        await report(self, exit_code, message, not_started=True)
         return exit_code
-
-    async def _report(
-        self,
-        exit_code: int,
-        message: str,
-        *,
-        oom_killed: bool = False,
-        signum: int = 0,
-        not_started: bool = False,
-        output: str | None = None,
-        output_error: str = "",
-    ) -> None:
-        # The last of what the command made (its exit reason, its output) leaves here.
-        message, output, output_error = self.secrets.completion(message, output, output_error)
-        request = pb.CompleteRequest(
-            exit_code=exit_code,
-            oom_killed=oom_killed,
-            timed_out=self.timed_out,
-            signal=signum,
-            message=message,
-            not_started=not_started,
-            output=output,
-            output_error=output_error,
-        )
-        try:
-            await self.sup.channel.call("complete", request, self.token)
-        except (Refused, Unreachable) as exc:
-            # Signalled with the control plane (Lite stopping), a refusal is expected:
-            # the control plane runs the try again and says so itself.
-            if isinstance(exc, Refused) and exc.resent:
-                warn(
-                    f"{self.label}: its completion was sent again after the connection "
-                    f"broke and refused ({exc.details}): the first copy may have been "
-                    "recorded, or the control plane decided the try's outcome itself"
-                )
-            elif not (isinstance(exc, Refused) and self.sup.received_signal is not None):
-                warn(
-                    f"{self.label}: its completion (exit code {exit_code}) was not recorded: {exc}"
-                )
-        self.sup.event(event="finished", key=self.key, exit_code=exit_code, message=message)

@@ -47,6 +47,14 @@ class Book:
         """The tries that hold slots: queued or running."""
         return [ti for ti in self.by_pk.values() if ti.state in LIVE]
 
+    def heartbeat(self, ti_pk: int, try_number: int, now: float) -> str | None:
+        """Record an agent heartbeat; return why the task should stop, if it should."""
+        ti = self.by_pk.get(ti_pk)
+        if ti is None or ti.try_number != try_number or ti.state not in LIVE:
+            return "this try is no longer current"
+        ti.heartbeat_at = now
+        return None
+
     # ------------------------------------------------------------------ changes
 
     def move(self, ti: TaskMirror, new: TaskState, batch: Batch, **fields: Any) -> None:

@@ -10,7 +10,9 @@ loop at once, so its downstream starts without waiting for a poll.
 The loop is here; each step lives with its collaborator: ``book`` (runs, task
 instances, slots), ``transitions`` (events, readiness, admission), ``timers``,
 ``run_creation`` (triggers, cron, max_active_runs), ``follow`` (the store's
-other writers), ``recovery`` (after a restart), ``commit`` (the group commit).
+other writers), ``recovery`` (after a restart), ``commit`` (the group commit),
+``pending`` (the events queued for a tick), ``background`` (launches, cancels),
+``waiters`` (``wait_run``).
 """
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any, Unpack
+from collections.abc import Callable
+from typing import Unpack
 
 from leoflow.aio import stages
 from leoflow.aio.waits import wait_set
@@ -32,17 +33,14 @@ from leoflow.domain.execution import (
     ExecutorEvent,
     KeepsDags,
     Launch,
-    LaunchError,
     LogData,
-    TaskFinished,
 )
-from leoflow.domain.reasons import EndReason
-from leoflow.domain.states import RUN_TERMINAL
 from leoflow.scheduler import metrics
 from leoflow.scheduler.asset_runs import AssetRuns
 from leoflow.scheduler.backfills import BackfillDriver
+from leoflow.scheduler.background import Background
 from leoflow.scheduler.batch import Batch
-from leoflow.scheduler.book import LIVE, Book, RunHook, TaskHook
+from leoflow.scheduler.book import Book, RunHook, TaskHook
 from leoflow.scheduler.clears import ClearDesk
 from leoflow.scheduler.commit import GroupCommit
 from leoflow.scheduler.config import (
@@ -59,6 +57,7 @@ from leoflow.scheduler.logbuffer import LogBuffer
 from leoflow.scheduler.mapping import Expander
 from leoflow.scheduler.mirror import RunMirror, TaskMirror
 from leoflow.scheduler.notifications import Notifications
+from leoflow.scheduler.pending import PendingEvents, finished_tries
 from leoflow.scheduler.poll_steps import SteppedPoll
 from leoflow.scheduler.recovery import recover
 from leoflow.scheduler.retention import Retention
@@ -82,12 +81,6 @@ __all__ = [
 log = logging.getLogger("leoflow.scheduler")
 
 
-@dataclass
-class _Pending:
-    event: ExecutorEvent | None
-    done: asyncio.Future[None] | None
-
-
 class Scheduler:
     def __init__(
         self,
@@ -104,16 +97,20 @@ class Scheduler:
         self.config = config
         self.epoch = epoch
         self._clock = clock
+        # Launches, cancels, deliveries to waiters: set going, not waited for.
+        self._background = Background(executor, self.report, clock=clock)
         self.book = Book(
             Admission(config.parallelism, dict(config.pools), config.default_pool_slots)
         )
+        self._wakeup = asyncio.Event()
+        self._waiters = RunWaiters(store, self.book.runs, self._background.spawn)
         self._creation = RunCreation(
             store,
             self.book,
             config,
             epoch=epoch,
             clock=clock,
-            wake=self._nudge,
+            wake=self._wakeup.set,
             learn=self._learn,
         )
         self._follower = StoreFollower(
@@ -122,8 +119,8 @@ class Scheduler:
             epoch=epoch,
             clock=clock,
             spec_changed=self._creation.schedule_changed,
-            cancel=self._cancel,
-            run_ended=self._resolve_waiters,
+            cancel=self._background.cancel,
+            run_ended=lambda run: self._waiters.run_ended(run.pk),
             pools=config.pools,
             # A solo run (``leoflow run``) knows only its own DAG: it never drops others'.
             keep_dags=executor.keep_dags
@@ -149,7 +146,7 @@ class Scheduler:
             self.book,
             epoch=epoch,
             clock=clock,
-            cancel=self._cancel,
+            cancel=self._background.cancel,
             reload_run=self._follower.reload_run,
         )
         self._steps = Transitions(self.book, uses_agent=executor.uses_agent)
@@ -167,12 +164,8 @@ class Scheduler:
             heartbeat_timeout=config.heartbeat_timeout,
             uses_agent=executor.uses_agent,
         )
-        self._events: list[_Pending] = []
-        self._ticking: list[_Pending] = []  # the events the current tick is applying
-        self._wakeup = asyncio.Event()
+        self._events = PendingEvents()
         self._loop_task: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
-        self._waiters = RunWaiters(store, self._spawn)
         self._logs = LogBuffer(store, interval=config.log_flush_interval)
         self.retention = Retention(store, None if config.solo else config.retention)
         self._backfills = BackfillDriver(self)
@@ -225,10 +218,9 @@ class Scheduler:
                 await self._loop_task
         # Agents whose Start or Complete waits on the loop get a refusal at once
         # rather than an answer that never comes (which held Lite's exit 15 s).
-        self._fail_waiters(SchedulerStopping("Leoflow is stopping"))
+        self._events.fail_all(SchedulerStopping("Leoflow is stopping"))
         await self.executor.stop()
-        for task in list(self._background):
-            task.cancel()
+        self._background.stop()
         await self._logs.stop()
         await self.notifications.stop()
         await self.lineage.stop()
@@ -270,9 +262,6 @@ class Scheduler:
     async def _learn(self, dag_id: str) -> DagSpec | None:
         return await self._follower.learn(dag_id)
 
-    def _nudge(self) -> None:
-        self._wakeup.set()
-
     def set_pool(self, name: str, slots: int) -> None:
         self.book.admission.set_pool(name, slots)
         self._wakeup.set()
@@ -284,7 +273,7 @@ class Scheduler:
         if isinstance(event, LogData):
             self._logs.add(event.ti_pk, event.try_number, event.data)
             return
-        self._events.append(_Pending(event, None))
+        self._events.add(event)
         self._wakeup.set()
 
     async def submit(self, event: ExecutorEvent) -> None:
@@ -294,8 +283,7 @@ class Scheduler:
             return
         if self._stopping:
             raise SchedulerStopping("Leoflow is stopping")
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._events.append(_Pending(event, done))
+        done = self._events.add_waited(event)
         self._wakeup.set()
         await done
 
@@ -311,31 +299,7 @@ class Scheduler:
 
     async def wait_run(self, run_pk: int) -> RunRow:
         """Wait until the run is terminal."""
-        # Waiting before the store is read: a run that ends during the read still
-        # answers this waiter (registered after the read, it waited for ever).
-        future = self._waiters.wait(run_pk)
-        if run_pk not in self.book.runs:
-            try:
-                row = await self.store.get_run(run_pk)
-            except BaseException:
-                self._waiters.forget(run_pk, future)
-                raise
-            if row is None or row.state in RUN_TERMINAL:
-                self._waiters.forget(run_pk, future)
-                if row is None:
-                    raise KeyError(f"no run {run_pk}")
-                return row
-        loop_task = self._loop_task
-        if loop_task is None:
-            return await future
-        waiting: set[asyncio.Future[Any]] = {future, loop_task}
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if future in done:
-            return future.result()
-        if loop_task.cancelled():
-            raise RuntimeError("the scheduler loop was cancelled")
-        loop_task.result()  # re-raises what stopped the loop
-        raise RuntimeError("the scheduler loop stopped")
+        return await self._waiters.until_ended(run_pk, lambda: self._loop_task)
 
     def task(self, ti_pk: int) -> TaskMirror | None:
         return self.book.by_pk.get(ti_pk)
@@ -348,11 +312,7 @@ class Scheduler:
 
         A try that is not current any more (its run was cancelled, it was retried)
         stops; cancelling a single try is done by ending its run."""
-        ti = self.book.by_pk.get(ti_pk)
-        if ti is None or ti.try_number != try_number or ti.state not in LIVE:
-            return "this try is no longer current"
-        ti.heartbeat_at = self._clock()
-        return None
+        return self.book.heartbeat(ti_pk, try_number, self._clock())
 
     # ---------------------------------------------------------------------- loop
 
@@ -369,19 +329,13 @@ class Scheduler:
             metrics.STALE_WRITES.inc()
             log.error("leadership lost: %s; stopping the scheduler loop", exc)
             self.failure = LeadershipLost(str(exc))
-            self._fail_waiters(self.failure)
+            self._events.fail_all(self.failure)
             raise self.failure from exc
         except BaseException as exc:
             self.failure = exc
             stopping = self._stopping and isinstance(exc, asyncio.CancelledError)
-            self._fail_waiters(SchedulerStopping("Leoflow is stopping") if stopping else exc)
+            self._events.fail_all(SchedulerStopping("Leoflow is stopping") if stopping else exc)
             raise
-
-    def _fail_waiters(self, exc: BaseException) -> None:
-        for pending in [*self._ticking, *self._events]:
-            if pending.done is not None and not pending.done.done():
-                pending.done.set_exception(exc)
-        self._events.clear()
 
     async def _tick(self) -> None:
         now = self._clock()
@@ -394,8 +348,7 @@ class Scheduler:
         if self._stepped.pending:  # a step, and more only while no event waits
             await self._stepped.run(lambda: bool(self._events))
         await self._deadlines.check(now)
-        pending, self._events = self._events, []
-        self._ticking = pending
+        pending = self._events.take()
         self._ticks += 1
         stages.mark("tick", self._ticks, len(pending))
         batch = Batch()
@@ -411,11 +364,7 @@ class Scheduler:
         self._steps.finish_runs(now, batch, self.book.changed_runs(advanced, batch))
         deliveries = self.notifications.collect(batch, self.book.runs, now)
         # The finished tries' buffered output goes in this same commit (LogBuffer).
-        finished_keys = [
-            (p.event.ti_pk, p.event.try_number)
-            for p in pending
-            if isinstance(p.event, TaskFinished)
-        ]
+        finished_keys = finished_tries(pending)
         lineage = self.lineage.collect(batch, self.book.runs, now)
         try:
             if finished_keys:
@@ -425,58 +374,23 @@ class Scheduler:
             else:
                 await self._commit.flush(batch)
         except BaseException as exc:
-            for item in pending:
-                if item.done is not None and not item.done.done():
-                    item.done.set_exception(exc)
+            self._events.settle(pending, exc)
             raise
         stages.mark("flushed", self._ticks, len(batch.launches))
         # Launches first: the loop runs ready tasks in order, so the downstream pods'
         # creates go ahead of the replies to the Completes that freed them.
         for launch in batch.launches:
-            self._spawn(self._launch(launch))
-        for item in pending:
-            if item.done is not None and not item.done.done():
-                item.done.set_result(None)
+            self._background.spawn(self._launch(launch))
+        self._events.settle(pending)
         self.notifications.emit(deliveries)
         self.lineage.emit(lineage)
         for ti_pk, try_number, reason in batch.cancels:
-            self._cancel(ti_pk, try_number, reason)
+            self._background.cancel(ti_pk, try_number, reason)
         for run in batch.finished_runs:
-            self._resolve_waiters(run)
+            self._waiters.run_ended(run.pk)
         if await self._expander.run():  # mapped tasks' items, in the store and the book
             self._wakeup.set()
 
-    # ------------------------------------------------------------ side effects
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _cancel(self, ti_pk: int, try_number: int, reason: str) -> None:
-        self._spawn(self.executor.cancel(ti_pk, try_number, reason))
-
     async def _launch(self, launch: Launch) -> None:
-        stages.mark("launch", launch.ti_pk, launch.try_number)
-        try:
-            await self.executor.launch(launch)
-        except LaunchError as exc:
-            message = str(exc)
-        except Exception as exc:
-            log.exception("launching %s.%s failed", launch.dag_id, launch.task_id)
-            message = f"launch failed: {type(exc).__name__}: {exc}"
-        else:
-            return
-        self.report(
-            TaskFinished(
-                launch.ti_pk,
-                launch.try_number,
-                None,
-                EndReason.LAUNCH_FAILED,
-                message,
-                self._clock(),
-            )
-        )
-
-    def _resolve_waiters(self, run: RunMirror) -> None:
-        self._waiters.run_ended(run.pk)
+        # A method of its own so a trace can wrap it (benchmarks/trace_pro_scale.py).
+        await self._background.launch(launch)
