@@ -193,8 +193,7 @@ async def trigger(self: Scheduler, dag_id: str, **options: Any) -> Any:
         answered.clear()
         bench_called.clear()
         queued.clear()
-        task = asyncio.get_running_loop().create_task(loop_lag())
-        self._background.add(task)
+        self._background.spawn(loop_lag())
     row = await _trigger(self, dag_id, **options)
     if dag_id == "pro_chains":
         chains_run.append(row.pk)
